@@ -1,0 +1,82 @@
+package flashsale
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Error codes. Each maps to one HTTP status in package httpapi; nothing else
+// needs to know about HTTP.
+const (
+	EInvalid        = "invalid"
+	EUnauthorized   = "unauthorized"
+	EForbidden      = "forbidden"
+	ENotFound       = "not_found"
+	ESoldOut        = "sold_out"
+	EDuplicateOrder = "duplicate_order"
+	ENotStarted     = "not_started"
+	EEnded          = "ended"
+	ERateLimited    = "rate_limited"
+	EBusy           = "busy"
+	EUnavailable    = "unavailable"
+	EInternal       = "internal"
+)
+
+// Error is an error meant for the caller of the service: a code from the
+// list above and a message that is safe to show. Any other error is an
+// internal one whose text is logged, not shown.
+type Error struct {
+	Code    string
+	Message string
+	// RetryAfter, when set, tells the caller when to try again
+	// (ERateLimited, EBusy).
+	RetryAfter time.Duration
+}
+
+// Error implements the error interface.
+func (e *Error) Error() string {
+	return fmt.Sprintf("flashsale: %s: %s", e.Code, e.Message)
+}
+
+// Errorf returns an *Error with the code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the *Error in err's chain, "" for nil and
+// EInternal for any other error.
+func ErrorCode(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return e.Code
+	default:
+		return EInternal
+	}
+}
+
+// ErrorMessage returns the caller-safe message of err: the *Error's message,
+// or a generic one for internal errors.
+func ErrorMessage(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return e.Message
+	default:
+		return "internal error"
+	}
+}
+
+// RetryAfter returns the retry hint of the *Error in err's chain, or 0.
+func RetryAfter(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}

@@ -1,0 +1,113 @@
+// Package flashsale holds the domain of a flash sale ("seckill"): vouchers
+// with a limited stock and a sale window, and the orders buyers place for
+// them. Subpackages implement these types against real dependencies:
+// store (SQL), async (the Redis gate and stream consumer), strategy (the
+// synchronous ways to take an order), httpapi (HTTP), and cmd/flashsale
+// wires them together.
+package flashsale
+
+import (
+	"context"
+	"time"
+)
+
+// Voucher is a seckill voucher: a limited stock sold during a sale window.
+type Voucher struct {
+	ID    int64  `json:"id,string"`
+	Title string `json:"title"`
+	// PayValue and ActualValue are optional prices in cents (what the buyer
+	// pays, and what the voucher is worth).
+	PayValue    int64 `json:"pay_value,omitempty"`
+	ActualValue int64 `json:"actual_value,omitempty"`
+	// Stock is the stock the voucher was created with; Remaining is what is
+	// left now, and Orders counts the orders placed.
+	Stock     int       `json:"stock"`
+	Remaining int       `json:"remaining"`
+	Orders    int       `json:"orders"`
+	BeginTime time.Time `json:"begin_time"`
+	EndTime   time.Time `json:"end_time"`
+	CreatedAt time.Time `json:"-"`
+}
+
+// Validate reports the first problem with a voucher about to be created as
+// an EInvalid error.
+func (v *Voucher) Validate() error {
+	switch {
+	case v.Title == "":
+		return Errorf(EInvalid, "title is required")
+	case len(v.Title) > 255:
+		return Errorf(EInvalid, "title is longer than 255 bytes")
+	case v.Stock <= 0:
+		return Errorf(EInvalid, "stock must be a positive number")
+	case v.Stock > MaxStock:
+		return Errorf(EInvalid, "stock must be at most %d", MaxStock)
+	case v.PayValue < 0 || v.ActualValue < 0:
+		return Errorf(EInvalid, "prices must not be negative")
+	case v.BeginTime.IsZero() || v.EndTime.IsZero():
+		return Errorf(EInvalid, "begin_time and end_time are required")
+	case !v.EndTime.After(v.BeginTime):
+		return Errorf(EInvalid, "end_time must be after begin_time")
+	}
+	return nil
+}
+
+// MaxStock bounds a voucher's stock; it keeps counts well inside 32 bits.
+const MaxStock = 100_000_000
+
+// CheckWindow returns ENotStarted or EEnded when now is outside the sale
+// window [BeginTime, EndTime).
+func (v *Voucher) CheckWindow(now time.Time) error {
+	if now.Before(v.BeginTime) {
+		return Errorf(ENotStarted, "the sale has not started")
+	}
+	if !now.Before(v.EndTime) {
+		return Errorf(EEnded, "the sale has ended")
+	}
+	return nil
+}
+
+// OrderStatus is where an order is in its life.
+type OrderStatus string
+
+// Order statuses. An order taken synchronously is created at once; one taken
+// by the async gate is pending until the consumer persists it.
+const (
+	StatusPending OrderStatus = "pending"
+	StatusCreated OrderStatus = "created"
+	StatusFailed  OrderStatus = "failed"
+)
+
+// Order is one buyer's order for one voucher.
+type Order struct {
+	ID        int64       `json:"order_id,string"`
+	VoucherID int64       `json:"voucher_id,string"`
+	UserID    int64       `json:"user_id,string"`
+	Status    OrderStatus `json:"status"`
+	CreatedAt time.Time   `json:"-"`
+	UpdatedAt time.Time   `json:"-"`
+}
+
+// VoucherService creates and finds vouchers.
+type VoucherService interface {
+	// CreateVoucher validates v, assigns v.ID and stores it with its full
+	// stock remaining.
+	CreateVoucher(ctx context.Context, v *Voucher) error
+	// FindVoucher returns the voucher with its remaining stock and order
+	// count, or ENotFound.
+	FindVoucher(ctx context.Context, id int64) (*Voucher, error)
+}
+
+// OrderService takes and finds orders.
+type OrderService interface {
+	// PlaceOrder takes one order of voucherID for userID. It returns
+	// ENotFound, ENotStarted, EEnded, ESoldOut, EDuplicateOrder or EBusy
+	// when the order is refused.
+	PlaceOrder(ctx context.Context, voucherID, userID int64) (*Order, error)
+	// FindOrder returns the order with the given id, or ENotFound.
+	FindOrder(ctx context.Context, id int64) (*Order, error)
+}
+
+// IDGenerator hands out unique 64-bit IDs.
+type IDGenerator interface {
+	NextID(ctx context.Context) (int64, error)
+}
