@@ -1,0 +1,98 @@
+// Package auth issues and verifies the service's credentials: HS256 JSON Web
+// Tokens for users (the user id in "sub", "exp" required) and one static
+// bearer token for the administrator.
+package auth
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashsale/flashsale"
+)
+
+// MinSecretLen is the shortest JWT secret New accepts. HS256 keys shorter
+// than the hash output make brute-forcing a leaked token practical.
+const MinSecretLen = 32
+
+// Authenticator verifies bearer tokens. It is safe for concurrent use.
+type Authenticator struct {
+	secret []byte
+	admin  []byte
+	parser *jwt.Parser
+	now    func() time.Time
+}
+
+// New returns an Authenticator for the JWT secret and the admin token. An
+// empty admin token disables the admin routes.
+func New(secret, adminToken string) (*Authenticator, error) {
+	if len(secret) < MinSecretLen {
+		return nil, fmt.Errorf("auth: the JWT secret must be at least %d bytes", MinSecretLen)
+	}
+	return &Authenticator{
+		secret: []byte(secret),
+		admin:  []byte(adminToken),
+		parser: jwt.NewParser(
+			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+			jwt.WithExpirationRequired(),
+			jwt.WithLeeway(5*time.Second),
+		),
+		now: time.Now,
+	}, nil
+}
+
+// UserToken returns a signed token for userID that expires after ttl.
+func (a *Authenticator) UserToken(userID int64, ttl time.Duration) (string, error) {
+	if userID <= 0 {
+		return "", fmt.Errorf("auth: user id must be positive, got %d", userID)
+	}
+	claims := jwt.RegisteredClaims{
+		Subject:   strconv.FormatInt(userID, 10),
+		IssuedAt:  jwt.NewNumericDate(a.now()),
+		ExpiresAt: jwt.NewNumericDate(a.now().Add(ttl)),
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(a.secret)
+}
+
+// User verifies a user token and returns the user id it names. Every
+// failure is an EUnauthorized error that says what was wrong.
+func (a *Authenticator) User(token string) (int64, error) {
+	var claims jwt.RegisteredClaims
+	_, err := a.parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.secret, nil })
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token has expired")
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token has no expiry (exp)")
+	case err != nil:
+		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token is not valid")
+	}
+	id, err := strconv.ParseInt(claims.Subject, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token's subject is not a user id")
+	}
+	return id, nil
+}
+
+// IsAdmin reports whether token is the admin token, in constant time.
+func (a *Authenticator) IsAdmin(token string) bool {
+	return len(a.admin) > 0 && subtle.ConstantTimeCompare([]byte(token), a.admin) == 1
+}
+
+// BearerToken extracts the token from an Authorization header value, or
+// returns an EUnauthorized error.
+func BearerToken(header string) (string, error) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if header == "" {
+		return "", flashsale.Errorf(flashsale.EUnauthorized, "missing Authorization header")
+	}
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", flashsale.Errorf(flashsale.EUnauthorized, "the Authorization header must be \"Bearer <token>\"")
+	}
+	return strings.TrimSpace(token), nil
+}

@@ -1,0 +1,135 @@
+package auth
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashsale/flashsale"
+)
+
+const testSecret = "0123456789abcdef0123456789abcdef"
+
+func newAuth(t *testing.T) *Authenticator {
+	t.Helper()
+	a, err := New(testSecret, "admin-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestUserTokenRoundTrip(t *testing.T) {
+	a := newAuth(t)
+	tok, err := a.UserToken(42, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.User(tok)
+	if err != nil || id != 42 {
+		t.Fatalf("User() = %d, %v; want 42, nil", id, err)
+	}
+}
+
+func TestUserRejects(t *testing.T) {
+	a := newAuth(t)
+	future := time.Now().Add(time.Hour).Unix()
+	tests := []struct {
+		name    string
+		token   string
+		message string
+	}{
+		{"expired", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "1", "exp": time.Now().Add(-time.Hour).Unix()}), "expired"},
+		{"no exp", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "1"}), "no expiry"},
+		{"other secret", sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), jwt.MapClaims{"sub": "1", "exp": future}), "not valid"},
+		{"HS512", sign(t, jwt.SigningMethodHS512, []byte(testSecret), jwt.MapClaims{"sub": "1", "exp": future}), "not valid"},
+		{"alg none", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "1", "exp": future}), "not valid"},
+		{"sub not a number", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "bob", "exp": future}), "subject"},
+		{"sub zero", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "0", "exp": future}), "subject"},
+		{"sub negative", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "-5", "exp": future}), "subject"},
+		{"no sub", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"exp": future}), "subject"},
+		{"garbage", "not.a.jwt", "not valid"},
+		{"admin token", "admin-token", "not valid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := a.User(tt.token)
+			if flashsale.ErrorCode(err) != flashsale.EUnauthorized || !strings.Contains(flashsale.ErrorMessage(err), tt.message) {
+				t.Fatalf("User() error = %v; want unauthorized mentioning %q", err, tt.message)
+			}
+		})
+	}
+}
+
+func TestIsAdmin(t *testing.T) {
+	a := newAuth(t)
+	userTok, err := a.UserToken(1, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		token string
+		want  bool
+	}{
+		{"admin-token", true},
+		{"admin-token ", false},
+		{"", false},
+		{userTok, false},
+	}
+	for _, tt := range tests {
+		if got := a.IsAdmin(tt.token); got != tt.want {
+			t.Errorf("IsAdmin(%q) = %v, want %v", tt.token, got, tt.want)
+		}
+	}
+	noAdmin, err := New(testSecret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if noAdmin.IsAdmin("") {
+		t.Error("an empty admin token must not make the empty string an admin")
+	}
+}
+
+func TestNewRejectsShortSecret(t *testing.T) {
+	if _, err := New("short", "x"); err == nil {
+		t.Fatal("New accepted a 5-byte secret")
+	}
+}
+
+func TestUserTokenRejectsBadID(t *testing.T) {
+	a := newAuth(t)
+	if _, err := a.UserToken(0, time.Hour); err == nil {
+		t.Fatal("UserToken(0) succeeded")
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	tests := []struct {
+		header, want, wantCode string
+	}{
+		{"Bearer abc", "abc", ""},
+		{"bearer abc", "abc", ""},
+		{"Bearer  abc ", "abc", ""},
+		{"", "", flashsale.EUnauthorized},
+		{"Basic abc", "", flashsale.EUnauthorized},
+		{"Bearer", "", flashsale.EUnauthorized},
+		{"Bearer   ", "", flashsale.EUnauthorized},
+	}
+	for _, tt := range tests {
+		got, err := BearerToken(tt.header)
+		if got != tt.want || flashsale.ErrorCode(err) != tt.wantCode {
+			t.Errorf("BearerToken(%q) = %q, %v; want %q, code %q", tt.header, got, err, tt.want, tt.wantCode)
+		}
+	}
+}

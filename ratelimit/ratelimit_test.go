@@ -1,0 +1,85 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/ratelimit"
+)
+
+func TestAllowBurstThenRefuse(t *testing.T) {
+	c, prefix := testenv.Redis(t)
+	l := ratelimit.New(c, prefix)
+	ctx := context.Background()
+	rule := ratelimit.Rule{Key: "user:1", Rate: 10, Burst: 5}
+	for i := range 5 {
+		wait, err := l.Allow(ctx, rule)
+		if err != nil || wait != 0 {
+			t.Fatalf("request %d within the burst: wait %v, err %v", i, wait, err)
+		}
+	}
+	wait, err := l.Allow(ctx, rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wait <= 0 || wait > 100*time.Millisecond {
+		t.Fatalf("request past the burst: wait %v, want in (0, 100ms]", wait)
+	}
+	time.Sleep(wait + 5*time.Millisecond)
+	if wait, err := l.Allow(ctx, rule); err != nil || wait != 0 {
+		t.Fatalf("after waiting the retry hint: wait %v, err %v", wait, err)
+	}
+}
+
+func TestAllowRulesAreIndependentAndStrictestWins(t *testing.T) {
+	c, prefix := testenv.Redis(t)
+	l := ratelimit.New(c, prefix)
+	ctx := context.Background()
+	slow := ratelimit.Rule{Key: "ip:10.0.0.1", Rate: 1, Burst: 1}
+	fast := ratelimit.Rule{Key: "user:7", Rate: 1000, Burst: 100}
+	if wait, err := l.Allow(ctx, fast, slow); err != nil || wait != 0 {
+		t.Fatalf("first request: wait %v, err %v", wait, err)
+	}
+	wait, err := l.Allow(ctx, fast, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wait < 900*time.Millisecond {
+		t.Fatalf("second request: wait %v, want about 1s from the 1/s rule", wait)
+	}
+	other := ratelimit.Rule{Key: "user:8", Rate: 1, Burst: 1}
+	if wait, err := l.Allow(ctx, other); err != nil || wait != 0 {
+		t.Fatalf("another key: wait %v, err %v", wait, err)
+	}
+}
+
+func TestAllowDisabledRulesTouchNothing(t *testing.T) {
+	c, prefix := testenv.Redis(t)
+	l := ratelimit.New(c, prefix)
+	for range 3 {
+		if wait, err := l.Allow(context.Background(), ratelimit.Rule{Key: "user:1", Rate: 0}); err != nil || wait != 0 {
+			t.Fatalf("disabled rule: wait %v, err %v", wait, err)
+		}
+	}
+	n, err := c.Do(context.Background(), c.B().Exists().Key(prefix+"{user:1}").Build()).AsInt64()
+	if err != nil || n != 0 {
+		t.Fatalf("disabled rule wrote a key: exists=%d err=%v", n, err)
+	}
+}
+
+func TestAllowSharedAcrossLimiters(t *testing.T) {
+	c, prefix := testenv.Redis(t)
+	a, b := ratelimit.New(c, prefix), ratelimit.New(c, prefix)
+	rule := ratelimit.Rule{Key: "user:1", Rate: 1, Burst: 2}
+	ctx := context.Background()
+	for _, l := range []*ratelimit.Limiter{a, b} {
+		if wait, err := l.Allow(ctx, rule); err != nil || wait != 0 {
+			t.Fatalf("within the shared burst: wait %v, err %v", wait, err)
+		}
+	}
+	if wait, err := a.Allow(ctx, rule); err != nil || wait == 0 {
+		t.Fatalf("the third request across two instances must be refused: wait %v, err %v", wait, err)
+	}
+}

@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Audit is what the tables say about one voucher, for the load lab's
+// verdict and for reconciliation with Redis. Orders counts the orders that
+// hold stock (status created or pending; failed orders gave theirs back).
+// With no oversell and no lost update, Stock == Remaining + Orders and
+// DuplicateBuyers == 0.
+type Audit struct {
+	Stock     int
+	Remaining int
+	Orders    int
+	// DistinctBuyers counts the users with at least one order;
+	// DuplicateBuyers those with more than one (the unique key makes that
+	// impossible, and the audit checks it rather than trusts it).
+	DistinctBuyers  int
+	DuplicateBuyers int
+}
+
+// heldOrders selects the orders that hold stock.
+const heldOrders = "status <> 'failed'"
+
+// AuditVoucher computes the voucher's Audit in SQL, in one statement so the
+// figures are from one snapshot. It returns ENotFound when the voucher does
+// not exist.
+func (db *DB) AuditVoucher(ctx context.Context, id int64) (Audit, error) {
+	var a Audit
+	err := db.r.QueryRowContext(ctx, `SELECT v.stock, v.remaining,
+		(SELECT COUNT(*) FROM orders WHERE voucher_id = v.id AND `+heldOrders+`),
+		(SELECT COUNT(DISTINCT user_id) FROM orders WHERE voucher_id = v.id AND `+heldOrders+`),
+		(SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE voucher_id = ? AND `+heldOrders+`
+			GROUP BY user_id HAVING COUNT(*) > 1) d)
+		FROM vouchers v WHERE v.id = ?`, id, id).
+		Scan(&a.Stock, &a.Remaining, &a.Orders, &a.DistinctBuyers, &a.DuplicateBuyers)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Audit{}, voucherNotFound(id)
+	}
+	if err != nil {
+		return Audit{}, wrap(fmt.Sprintf("audit voucher %d", id), err)
+	}
+	return a, nil
+}
+
+// OrderIDs returns the ids of the voucher's orders that hold stock, in
+// ascending order.
+func (db *DB) OrderIDs(ctx context.Context, voucherID int64) ([]int64, error) {
+	return db.int64s(ctx, fmt.Sprintf("order ids of voucher %d", voucherID),
+		"SELECT id FROM orders WHERE voucher_id = ? AND "+heldOrders+" ORDER BY id", voucherID)
+}
+
+// OrderUsers returns the ids of the users with an order that holds stock for
+// the voucher, in ascending order.
+func (db *DB) OrderUsers(ctx context.Context, voucherID int64) ([]int64, error) {
+	return db.int64s(ctx, fmt.Sprintf("order users of voucher %d", voucherID),
+		"SELECT user_id FROM orders WHERE voucher_id = ? AND "+heldOrders+" ORDER BY user_id", voucherID)
+}
+
+// int64s runs a query of one integer column and returns its values.
+func (db *DB) int64s(ctx context.Context, op, query string, args ...any) ([]int64, error) {
+	rows, err := db.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	defer rows.Close()
+	ids := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, wrap(op, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(op, err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/flashsale/flashsale"
+)
+
+// benchURLs are the databases the benchmarks run against: MariaDB/MySQL with
+// and without client-side interpolation of placeholders, and SQLite for
+// comparison.
+var benchURLs = []struct {
+	name string
+	url  func(b testing.TB) string
+}{
+	{"mysql", func(b testing.TB) string { return dialects[0].url(b) }},
+	{"mysql-prepared", func(b testing.TB) string { return dialects[0].url(b) + "?interpolateParams=false" }},
+	{"sqlite", sqliteURL},
+}
+
+// BenchmarkPersistOrders persists batches of new orders for one voucher, as
+// the async consumer does, and reports orders/s.
+func BenchmarkPersistOrders(b *testing.B) {
+	for _, d := range benchURLs {
+		for _, size := range []int{100, 500} {
+			b.Run(fmt.Sprintf("%s/batch=%d", d.name, size), func(b *testing.B) {
+				db := openDB(b, d.url(b))
+				createVoucher(b, db, 1, flashsale.MaxStock)
+				next := int64(0)
+				orders := make([]flashsale.Order, size)
+				ctx := context.Background()
+				b.ResetTimer()
+				for b.Loop() {
+					for i := range orders {
+						next++
+						// Buyers arrive in no particular order: spread the
+						// user ids over the unique key.
+						user := next * 2654435761 % (1 << 40)
+						orders[i] = flashsale.Order{ID: next, VoucherID: 1, UserID: user, Status: flashsale.StatusPending}
+					}
+					res, err := db.PersistOrders(ctx, orders)
+					if err != nil || res.Inserted != size {
+						b.Fatalf("PersistOrders = %+v, %v", res, err)
+					}
+				}
+				b.ReportMetric(float64(next)/b.Elapsed().Seconds(), "orders/s")
+			})
+		}
+	}
+}
+
+// BenchmarkDecrementRemaining takes one unit at a time from one hot row,
+// from many goroutines at once (GOMAXPROCS×32, as under a flash sale), and
+// reports decrements/s.
+func BenchmarkDecrementRemaining(b *testing.B) {
+	for _, d := range benchURLs {
+		b.Run(d.name, func(b *testing.B) {
+			db := openDB(b, d.url(b))
+			createVoucher(b, db, 1, flashsale.MaxStock)
+			var done atomic.Int64
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					ok, err := db.DecrementRemaining(ctx, 1, 1)
+					if err != nil || !ok {
+						b.Errorf("DecrementRemaining = %v, %v", ok, err)
+						return
+					}
+					done.Add(1)
+				}
+			})
+			b.ReportMetric(float64(done.Load())/b.Elapsed().Seconds(), "decrements/s")
+		})
+	}
+}

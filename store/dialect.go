@@ -1,0 +1,137 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/go-sql-driver/mysql"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Everything that differs between MySQL/MariaDB and SQLite, apart from the
+// connection setup in url.go, is in this file.
+
+// insertIgnore returns the verb of an insert that skips rows clashing with a
+// primary or unique key instead of failing.
+func insertIgnore(dialect string) string {
+	if dialect == MySQL {
+		return "INSERT IGNORE INTO"
+	}
+	return "INSERT OR IGNORE INTO"
+}
+
+// MySQL and MariaDB error numbers.
+const (
+	mysqlDuplicateKey     = 1062
+	mysqlLockWaitTimeout  = 1205
+	mysqlDeadlock         = 1213
+	mysqlUnknownDatabase  = 1049
+	mysqlCheckViolated    = 3819 // MySQL 8
+	mariadbCheckViolated  = 4025 // MariaDB: CONSTRAINT `x` failed
+	sqliteExtendedCodeLow = 0xff // the primary result code of an extended one
+)
+
+// isDuplicate reports whether err is a primary or unique key violation.
+func isDuplicate(err error) bool {
+	if me, ok := errors.AsType[*mysql.MySQLError](err); ok {
+		return me.Number == mysqlDuplicateKey
+	}
+	if se, ok := errors.AsType[*sqlite.Error](err); ok {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+// isCheckViolation reports whether err is a CHECK constraint violation.
+func isCheckViolation(err error) bool {
+	if me, ok := errors.AsType[*mysql.MySQLError](err); ok {
+		return me.Number == mysqlCheckViolated || me.Number == mariadbCheckViolated
+	}
+	if se, ok := errors.AsType[*sqlite.Error](err); ok {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_CHECK
+	}
+	return false
+}
+
+// isBusy reports whether err means the statement lost a race for a lock
+// (a deadlock, a lock wait timeout, SQLITE_BUSY or SQLITE_LOCKED) and the
+// whole transaction may succeed if tried again.
+func isBusy(err error) bool {
+	if me, ok := errors.AsType[*mysql.MySQLError](err); ok {
+		return me.Number == mysqlDeadlock || me.Number == mysqlLockWaitTimeout
+	}
+	if se, ok := errors.AsType[*sqlite.Error](err); ok {
+		primary := se.Code() & sqliteExtendedCodeLow
+		return primary == sqlite3.SQLITE_BUSY || primary == sqlite3.SQLITE_LOCKED
+	}
+	return false
+}
+
+// isUnknownDatabase reports whether err says the MySQL database is missing.
+func isUnknownDatabase(err error) bool {
+	me, ok := errors.AsType[*mysql.MySQLError](err)
+	return ok && me.Number == mysqlUnknownDatabase
+}
+
+// wrap prefixes err with the operation and, for a lost lock race, adds an
+// EBusy *flashsale.Error to the chain so the caller answers "busy, try
+// again" instead of an internal error. The driver error stays in the chain.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*flashsale.Error](err); !ok && isBusy(err) {
+		return fmt.Errorf("store: %s: %w: %w", op, flashsale.Errorf(flashsale.EBusy, "the database is busy, try again"), err)
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}
+
+// timeLayout is how times are written: UTC with exactly six fractional
+// digits. MySQL parses it into DATETIME(6); SQLite stores it as text that
+// sorts in time order and that its date functions understand.
+const timeLayout = "2006-01-02 15:04:05.000000"
+
+// dbTime returns t as the store writes it.
+func dbTime(t time.Time) string {
+	return t.UTC().Format(timeLayout)
+}
+
+// storedTime returns t as it reads back from the store: UTC, truncated to
+// microseconds.
+func storedTime(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// now returns the current time as the store keeps it.
+func now() time.Time {
+	return storedTime(time.Now())
+}
+
+// scanTime is a sql.Scanner for a DATETIME(6) column: MySQL returns a
+// time.Time (parseTime=true, loc=UTC), modernc SQLite the text dbTime wrote.
+type scanTime struct{ t *time.Time }
+
+// Scan implements sql.Scanner.
+func (s scanTime) Scan(src any) error {
+	var text string
+	switch v := src.(type) {
+	case time.Time:
+		*s.t = v.UTC()
+		return nil
+	case string:
+		text = v
+	case []byte:
+		text = string(v)
+	default:
+		return fmt.Errorf("store: cannot read %T as a time", src)
+	}
+	t, err := time.ParseInLocation(timeLayout, text, time.UTC)
+	if err != nil {
+		return fmt.Errorf("store: reading time: %w", err)
+	}
+	*s.t = t
+	return nil
+}

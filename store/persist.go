@@ -1,0 +1,289 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Outcome is what PersistOrders did with one order.
+type Outcome uint8
+
+// Outcomes of PersistOrders.
+const (
+	// Inserted: the order was stored now, with status created.
+	Inserted Outcome = iota + 1
+	// AlreadyPresent: an order with the same id was stored before (or
+	// earlier in the same batch): a redelivery.
+	AlreadyPresent
+	// Conflict: another order id already holds the same voucher and user.
+	Conflict
+)
+
+// String returns the outcome's name.
+func (o Outcome) String() string {
+	switch o {
+	case Inserted:
+		return "inserted"
+	case AlreadyPresent:
+		return "already present"
+	case Conflict:
+		return "conflict"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// PersistResult tells what PersistOrders did with each order.
+type PersistResult struct {
+	// Outcomes[i] is the outcome of the batch's orders[i].
+	Outcomes []Outcome
+	// Counts of each outcome.
+	Inserted, AlreadyPresent, Conflicts int
+}
+
+// StockShortError is returned by PersistOrders when a voucher has less stock
+// than the batch's new orders take from it (or does not exist). It wraps
+// ErrStockShort.
+type StockShortError struct {
+	VoucherID int64
+	Remaining int // 0 when the voucher does not exist
+	Needed    int
+	Exists    bool
+}
+
+// Error implements the error interface.
+func (e *StockShortError) Error() string {
+	if !e.Exists {
+		return fmt.Sprintf("store: stock short: voucher %d does not exist, %d orders need it", e.VoucherID, e.Needed)
+	}
+	return fmt.Sprintf("store: stock short: voucher %d has %d left, the batch needs %d", e.VoucherID, e.Remaining, e.Needed)
+}
+
+// Unwrap returns ErrStockShort.
+func (e *StockShortError) Unwrap() error { return ErrStockShort }
+
+// persistChunk bounds the rows of one statement, well under the placeholder
+// limits of both dialects (65535 in MySQL, 32766 in SQLite).
+const persistChunk = 500
+
+// persistAttempts bounds the retries of a batch that raced another writer.
+const persistAttempts = 3
+
+// errRaced says another transaction stored some of the batch's orders
+// between the lookup and the insert; the batch is retried.
+var errRaced = errors.New("store: batch raced another writer")
+
+// PersistOrders stores a batch of orders the Redis gate accepted, for the
+// async pipeline's consumer. In one transaction it inserts, with status
+// created, the orders whose id and whose voucher and user are not stored
+// yet, as multi-row inserts that ignore rows already present, and then
+// takes from each voucher's remaining stock the number of orders inserted
+// for it, only if that much is left. It is idempotent: the same batch again
+// inserts and decrements nothing.
+//
+// An order keeps its CreatedAt (when the gate accepted it) if set; otherwise
+// it is stamped now. When a voucher's stock is short (MySQL has less than
+// the Redis gate believed) nothing is stored and the error is a
+// *StockShortError wrapping ErrStockShort: retry in smaller batches to find
+// the orders that fit. A batch that races another writer of the same orders
+// is retried a few times; when it keeps losing, the error has code EBusy.
+func (db *DB) PersistOrders(ctx context.Context, orders []flashsale.Order) (PersistResult, error) {
+	for i := range orders {
+		if orders[i].ID <= 0 {
+			return PersistResult{}, flashsale.Errorf(flashsale.EInvalid, "order id must be positive, got %d", orders[i].ID)
+		}
+	}
+	if len(orders) == 0 {
+		return PersistResult{}, nil
+	}
+	for attempt := 1; ; attempt++ {
+		var res PersistResult
+		err := db.Tx(ctx, func(tx *Tx) error {
+			var err error
+			res, err = tx.persist(ctx, db.dialect, orders)
+			return err
+		})
+		if err == nil {
+			return res, nil
+		}
+		retry := errors.Is(err, errRaced) || flashsale.ErrorCode(err) == flashsale.EBusy
+		if !retry || attempt == persistAttempts || ctx.Err() != nil {
+			if errors.Is(err, errRaced) {
+				err = fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EBusy, "orders are being stored by another writer, try again"), err)
+			}
+			return PersistResult{}, err
+		}
+	}
+}
+
+// pair is an order's voucher and user.
+type pair struct{ voucher, user int64 }
+
+// persist runs one attempt of PersistOrders inside tx.
+func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Order) (PersistResult, error) {
+	ids, pairs, err := tx.storedOrders(ctx, orders)
+	if err != nil {
+		return PersistResult{}, err
+	}
+	res := PersistResult{Outcomes: make([]Outcome, len(orders))}
+	var fresh []flashsale.Order
+	perVoucher := map[int64]int{}
+	for i, o := range orders {
+		p := pair{o.VoucherID, o.UserID}
+		switch {
+		case ids[o.ID]:
+			res.Outcomes[i] = AlreadyPresent
+			res.AlreadyPresent++
+		case pairs[p]:
+			res.Outcomes[i] = Conflict
+			res.Conflicts++
+		default:
+			res.Outcomes[i] = Inserted
+			res.Inserted++
+			ids[o.ID], pairs[p] = true, true // later duplicates in the batch
+			fresh = append(fresh, o)
+			perVoucher[o.VoucherID]++
+		}
+	}
+	// One lock order for every writer: rows by id, vouchers by id.
+	slices.SortFunc(fresh, func(a, b flashsale.Order) int { return cmp.Compare(a.ID, b.ID) })
+	if err := tx.insertIgnore(ctx, dialect, fresh); err != nil {
+		return PersistResult{}, err
+	}
+	for _, v := range slices.Sorted(maps.Keys(perVoucher)) {
+		if err := tx.takeStock(ctx, v, perVoucher[v]); err != nil {
+			return PersistResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// storedOrders returns which of the orders' ids, and which of their voucher
+// and user pairs, are stored already.
+func (tx *Tx) storedOrders(ctx context.Context, orders []flashsale.Order) (map[int64]bool, map[pair]bool, error) {
+	ids, pairs := map[int64]bool{}, map[pair]bool{}
+	for chunk := range slices.Chunk(orders, persistChunk) {
+		query, args := storedOrdersQuery(chunk)
+		rows, err := tx.r.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, nil, wrap("persist orders: look up", err)
+		}
+		for rows.Next() {
+			var id int64
+			var p pair
+			if err := rows.Scan(&id, &p.voucher, &p.user); err != nil {
+				rows.Close()
+				return nil, nil, wrap("persist orders: look up", err)
+			}
+			ids[id], pairs[p] = true, true
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, nil, wrap("persist orders: look up", err)
+		}
+	}
+	return ids, pairs, nil
+}
+
+// storedOrdersQuery selects the stored orders that share an id, or a voucher
+// and user, with one of the orders: two index lookups joined by UNION ALL,
+// one round trip. The pairs are grouped by voucher so each group is one
+// range of the (voucher_id, user_id) key.
+func storedOrdersQuery(orders []flashsale.Order) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 3*len(orders))
+	b.WriteString("SELECT id, voucher_id, user_id FROM orders WHERE id IN (")
+	for i, o := range orders {
+		b.WriteString(placeholder(i))
+		args = append(args, o.ID)
+	}
+	b.WriteString(") UNION ALL SELECT id, voucher_id, user_id FROM orders WHERE ")
+	users := map[int64][]any{}
+	for _, o := range orders {
+		users[o.VoucherID] = append(users[o.VoucherID], o.UserID)
+	}
+	for i, v := range slices.Sorted(maps.Keys(users)) {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteString("(voucher_id = ? AND user_id IN (")
+		args = append(args, v)
+		for j, u := range users[v] {
+			b.WriteString(placeholder(j))
+			args = append(args, u)
+		}
+		b.WriteString("))")
+	}
+	return b.String(), args
+}
+
+// insertIgnore inserts the orders with status created, skipping any whose
+// id or voucher and user are taken. Every row must go in: a skipped one
+// means another transaction stored it since storedOrders looked, and the
+// batch's stock count would be wrong, so it returns errRaced.
+func (tx *Tx) insertIgnore(ctx context.Context, dialect string, orders []flashsale.Order) error {
+	t := dbTime(now())
+	for chunk := range slices.Chunk(orders, persistChunk) {
+		var b strings.Builder
+		args := make([]any, 0, 6*len(chunk))
+		b.WriteString(insertIgnore(dialect) + " orders (id, voucher_id, user_id, status, created_at, updated_at) VALUES ")
+		for i, o := range chunk {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?)")
+			created := t
+			if !o.CreatedAt.IsZero() {
+				created = dbTime(o.CreatedAt)
+			}
+			args = append(args, o.ID, o.VoucherID, o.UserID, string(flashsale.StatusCreated), created, t)
+		}
+		res, err := tx.w.ExecContext(ctx, b.String(), args...)
+		if err != nil {
+			return wrap("persist orders: insert", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return wrap("persist orders: insert", err)
+		}
+		if n != int64(len(chunk)) {
+			return fmt.Errorf("%w: %d of %d orders inserted", errRaced, n, len(chunk))
+		}
+	}
+	return nil
+}
+
+// takeStock takes n from the voucher's remaining stock if that much is
+// left, and returns a *StockShortError otherwise.
+func (tx *Tx) takeStock(ctx context.Context, voucherID int64, n int) error {
+	ok, err := tx.DecrementRemaining(ctx, voucherID, n)
+	if err != nil || ok {
+		return err
+	}
+	// Remaining is read for the message only; on MySQL it comes from the
+	// transaction's snapshot and may be a little stale.
+	short := &StockShortError{VoucherID: voucherID, Needed: n, Exists: true}
+	short.Remaining, err = tx.Remaining(ctx, voucherID)
+	if flashsale.ErrorCode(err) == flashsale.ENotFound {
+		short.Exists, err = false, nil
+	}
+	if err != nil {
+		return err
+	}
+	return short
+}
+
+// placeholder returns the i-th placeholder of a list: "?" or ", ?".
+func placeholder(i int) string {
+	if i == 0 {
+		return "?"
+	}
+	return ", ?"
+}

@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/flashsale/flashsale"
+)
+
+// The statements on a voucher's remaining stock, one per strategy of the
+// seeds: a plain read and absolute write (which loses updates under
+// concurrency), a compare-and-set on the value read (which refuses buyers
+// needlessly), and a conditional decrement (which works).
+
+// Remaining returns the voucher's remaining stock with a plain read that
+// takes no lock. It returns ENotFound when the voucher does not exist.
+func (c Conn) Remaining(ctx context.Context, voucherID int64) (int, error) {
+	var n int
+	err := c.r.QueryRowContext(ctx, "SELECT remaining FROM vouchers WHERE id = ?", voucherID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, voucherNotFound(voucherID)
+	}
+	if err != nil {
+		return 0, wrap(fmt.Sprintf("remaining of voucher %d", voucherID), err)
+	}
+	return n, nil
+}
+
+// SetRemaining writes n as the voucher's remaining stock, whatever it is
+// now: the naive strategy's read-modify-write that loses updates. It returns
+// ENotFound when the voucher does not exist and EInvalid when n is negative
+// or above the voucher's stock (the table's CHECK constraints refuse it).
+func (c Conn) SetRemaining(ctx context.Context, voucherID int64, n int) error {
+	op := fmt.Sprintf("set remaining of voucher %d", voucherID)
+	res, err := c.w.ExecContext(ctx, "UPDATE vouchers SET remaining = ?, updated_at = ? WHERE id = ?", n, dbTime(now()), voucherID)
+	if err != nil {
+		return wrap(op, checkError(err, n))
+	}
+	if matched, err := res.RowsAffected(); err != nil {
+		return wrap(op, err)
+	} else if matched == 0 {
+		return voucherNotFound(voucherID)
+	}
+	return nil
+}
+
+// CompareAndSetRemaining writes newN as the remaining stock only if it is
+// still old, and reports whether it did: optimistic locking on the stock
+// value. It reports false as well when the voucher does not exist, and
+// returns EInvalid when newN breaks the CHECK constraints.
+func (c Conn) CompareAndSetRemaining(ctx context.Context, voucherID int64, old, newN int) (bool, error) {
+	res, err := c.w.ExecContext(ctx, "UPDATE vouchers SET remaining = ?, updated_at = ? WHERE id = ? AND remaining = ?", newN, dbTime(now()), voucherID, old)
+	if err != nil {
+		return false, wrap(fmt.Sprintf("compare and set remaining of voucher %d", voucherID), checkError(err, newN))
+	}
+	return oneRow(res, fmt.Sprintf("compare and set remaining of voucher %d", voucherID))
+}
+
+// DecrementRemaining takes n from the remaining stock if at least n is left,
+// and reports whether it did. It reports false as well when the voucher does
+// not exist (telling the two apart would cost every sold-out buyer a second
+// query). n must be positive.
+func (c Conn) DecrementRemaining(ctx context.Context, voucherID int64, n int) (bool, error) {
+	if n <= 0 {
+		return false, flashsale.Errorf(flashsale.EInvalid, "cannot decrement stock by %d", n)
+	}
+	res, err := c.w.ExecContext(ctx, "UPDATE vouchers SET remaining = remaining - ?, updated_at = ? WHERE id = ? AND remaining >= ?", n, dbTime(now()), voucherID, n)
+	if err != nil {
+		return false, wrap(fmt.Sprintf("decrement remaining of voucher %d", voucherID), err)
+	}
+	return oneRow(res, fmt.Sprintf("decrement remaining of voucher %d", voucherID))
+}
+
+// oneRow reports whether an update matched a row. The MySQL connection uses
+// clientFoundRows, so both dialects count matched rows, not changed ones.
+func oneRow(res sql.Result, op string) (bool, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	return n == 1, nil
+}
+
+// checkError turns a CHECK violation on remaining into EInvalid, keeping the
+// driver error in the chain.
+func checkError(err error, n int) error {
+	if isCheckViolation(err) {
+		return fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EInvalid, "remaining stock %d is negative or above the stock", n), err)
+	}
+	return err
+}
+
+// voucherNotFound is the ENotFound error for a voucher id.
+func voucherNotFound(id int64) error {
+	return flashsale.Errorf(flashsale.ENotFound, "voucher %d not found", id)
+}

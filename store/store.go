@@ -1,0 +1,205 @@
+// Package store keeps vouchers and orders in SQL: MariaDB/MySQL, the system
+// of record, or embedded SQLite for trying things out. One set of statements
+// and migrations serves both; the few dialect differences are in dialect.go
+// and url.go.
+//
+// Every statement uses placeholders. Times are stored and returned in UTC
+// with microsecond precision. Counts and stock are read from the tables,
+// never cached.
+//
+// DB does not implement flashsale.VoucherService on its own: CreateVoucher
+// stores the ID the caller assigned (from the ID generator) instead of
+// assigning one.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+
+	_ "github.com/go-sql-driver/mysql" // the "mysql" driver
+	_ "modernc.org/sqlite"             // the "sqlite" driver
+)
+
+// Sentinel errors.
+var (
+	// ErrBadURL is wrapped by Open for a URL it does not understand.
+	ErrBadURL = errors.New("store: bad database URL")
+	// ErrStockShort is wrapped by PersistOrders when a voucher has less
+	// stock left than the batch takes from it.
+	ErrStockShort = errors.New("store: stock short")
+	// ErrDuplicateID is wrapped by CreateVoucher when the ID is taken.
+	ErrDuplicateID = errors.New("store: duplicate id")
+)
+
+// querier is what Conn runs statements on: *sql.DB or *sql.Tx.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Conn holds the statements that run either on their own (autocommit, via
+// DB) or inside a transaction (via Tx). Both DB and Tx embed it.
+type Conn struct {
+	r querier // reads
+	w querier // writes
+}
+
+// DB is an open, migrated database. It is safe for concurrent use.
+type DB struct {
+	Conn
+	dialect string
+	writer  *sql.DB
+	// reader is SQLite's query-only pool for files; nil when writer serves
+	// reads too.
+	reader *sql.DB
+}
+
+// Tx is a transaction started by DB.Tx. Its Conn methods run inside it.
+type Tx struct {
+	Conn
+}
+
+var (
+	_ querier = (*sql.DB)(nil)
+	_ querier = (*sql.Tx)(nil)
+	_ error   = (*StockShortError)(nil)
+)
+
+// Open connects to the database at url, checks it is reachable and applies
+// pending migrations. It accepts:
+//
+//	mysql://user:pass@host:port/name[?params]
+//	sqlite:///absolute/path/file.db
+//	sqlite://relative/path/file.db
+//	sqlite::memory:
+//
+// A MySQL database must exist already; Open creates the tables, not the
+// database. MySQL params are go-sql-driver DSN parameters (tls, timeout,
+// interpolateParams, …) plus the pool sizes max_open_conns (default 40, at
+// least 2), max_idle_conns (default max_open_conns) and conn_max_lifetime
+// (default 30m). parseTime, loc=UTC and clientFoundRows are always set, and
+// interpolateParams defaults to true: one round trip per statement instead
+// of a prepare and an execute.
+//
+// SQLite files run in WAL mode with one writer connection, which every write
+// and transaction shares (SQLite allows one writer at a time; queueing in
+// Go's pool is fairer and faster than SQLite's busy-sleep retries), and four
+// query-only reader connections. With sqlite::memory: one connection does
+// everything. See Tx for what that means inside a transaction.
+//
+// Several processes may Open one MySQL database at once: the migrations are
+// serialised by a MySQL named lock. SQLite Opens are serialised within the
+// process; a SQLite file is meant for one process.
+func Open(ctx context.Context, url string) (*DB, error) {
+	c, err := parseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if c.dialect == SQLite {
+		sqliteOpening.Lock()
+		defer sqliteOpening.Unlock()
+	}
+	db := &DB{dialect: c.dialect}
+	db.writer, err = c.open(ctx, c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, db.writer, c.dialect); err != nil {
+		db.writer.Close()
+		return nil, err
+	}
+	db.Conn = Conn{r: db.writer, w: db.writer}
+	if c.readDSN != "" {
+		reader, err := c.open(ctx, c.readDSN)
+		if err != nil {
+			db.writer.Close()
+			return nil, err
+		}
+		reader.SetMaxOpenConns(sqliteReaders)
+		reader.SetMaxIdleConns(sqliteReaders)
+		db.reader = reader
+		db.Conn.r = reader
+	}
+	return db, nil
+}
+
+// sqliteOpening serialises the Opens of SQLite databases in this process.
+// A SQLite file belongs to one process, and within it two Opens of one new
+// file must neither both create the tables nor both switch it to WAL (which
+// can fail with SQLITE_BUSY without waiting for the busy timeout).
+var sqliteOpening sync.Mutex
+
+// open opens one pool and checks the server answers.
+func (c *config) open(ctx context.Context, dsn string) (*sql.DB, error) {
+	sdb, err := sql.Open(c.dialect, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", c.dialect, err)
+	}
+	sdb.SetMaxOpenConns(c.maxOpen)
+	sdb.SetMaxIdleConns(c.maxIdle)
+	sdb.SetConnMaxLifetime(c.maxLifetime)
+	if err := sdb.PingContext(ctx); err != nil {
+		sdb.Close()
+		if isUnknownDatabase(err) {
+			return nil, fmt.Errorf("store: database %q does not exist on %s; create it first (the store creates tables, not databases): %w", c.databaseName, c.host, err)
+		}
+		return nil, fmt.Errorf("store: connect to %s database %q: %w", c.dialect, c.databaseName, err)
+	}
+	return sdb, nil
+}
+
+// Close closes the connection pools.
+func (db *DB) Close() error {
+	err := db.writer.Close()
+	if db.reader != nil {
+		err = errors.Join(err, db.reader.Close())
+	}
+	return err
+}
+
+// Ping checks the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.writer.PingContext(ctx); err != nil {
+		return wrap("ping", err)
+	}
+	if db.reader != nil {
+		return wrap("ping", db.reader.PingContext(ctx))
+	}
+	return nil
+}
+
+// Dialect returns "mysql" or "sqlite".
+func (db *DB) Dialect() string { return db.dialect }
+
+// Tx runs fn in a transaction. It commits when fn returns nil, and rolls
+// back when fn returns an error (which Tx returns unchanged) or panics (the
+// panic goes on after the rollback). On SQLite the transaction takes the
+// write lock at BEGIN.
+//
+// Inside fn use tx, not db. On SQLite every write and transaction shares one
+// connection, so a DB write called from fn waits for it until its context
+// ends (on sqlite::memory: any DB call does). Keep fn short: it holds a
+// connection and, once it has written, row locks.
+func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
+	sqlTx, err := db.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return wrap("begin", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			// The error of a rollback after a failure adds nothing useful:
+			// the server discards the transaction when the connection goes.
+			_ = sqlTx.Rollback()
+		}
+	}()
+	if err := fn(&Tx{Conn: Conn{r: sqlTx, w: sqlTx}}); err != nil {
+		return err
+	}
+	committed = true
+	return wrap("commit", sqlTx.Commit())
+}

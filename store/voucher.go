@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/flashsale/flashsale"
+)
+
+// CreateVoucher stores v with its whole stock remaining. Unlike
+// flashsale.VoucherService, it does not assign the ID: the caller sets v.ID
+// from the ID generator (EInvalid when it is not positive), and an ID that
+// is taken gives an error wrapping ErrDuplicateID. It validates v, and sets
+// v.Remaining, v.CreatedAt and v's times to what was stored (UTC,
+// microseconds).
+func (db *DB) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error {
+	if v.ID <= 0 {
+		return flashsale.Errorf(flashsale.EInvalid, "voucher id must be positive, got %d", v.ID)
+	}
+	if err := v.Validate(); err != nil {
+		return err
+	}
+	created := now()
+	_, err := db.w.ExecContext(ctx, `INSERT INTO vouchers
+		(id, title, pay_value, actual_value, stock, remaining, begin_time, end_time, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.Title, v.PayValue, v.ActualValue, v.Stock, v.Stock,
+		dbTime(v.BeginTime), dbTime(v.EndTime), dbTime(created), dbTime(created))
+	if isDuplicate(err) {
+		return fmt.Errorf("%w: voucher %d already exists", ErrDuplicateID, v.ID)
+	}
+	if err != nil {
+		return wrap(fmt.Sprintf("create voucher %d", v.ID), err)
+	}
+	v.Remaining, v.Orders = v.Stock, 0
+	v.BeginTime, v.EndTime, v.CreatedAt = storedTime(v.BeginTime), storedTime(v.EndTime), created
+	return nil
+}
+
+// voucherColumns are the columns scanVoucher reads, in order.
+const voucherColumns = "v.id, v.title, v.pay_value, v.actual_value, v.stock, v.remaining, v.begin_time, v.end_time, v.created_at"
+
+// createdOrders counts a voucher's created orders, as a column of a query on
+// vouchers v.
+const createdOrders = "(SELECT COUNT(*) FROM orders o WHERE o.voucher_id = v.id AND o.status = 'created')"
+
+// scanVoucher reads voucherColumns and, when withOrders, an order count.
+func scanVoucher(row interface{ Scan(...any) error }, withOrders bool) (*flashsale.Voucher, error) {
+	v := new(flashsale.Voucher)
+	dest := []any{&v.ID, &v.Title, &v.PayValue, &v.ActualValue, &v.Stock, &v.Remaining,
+		scanTime{&v.BeginTime}, scanTime{&v.EndTime}, scanTime{&v.CreatedAt}}
+	if withOrders {
+		dest = append(dest, &v.Orders)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// FindVoucher returns the voucher with its remaining stock and, in Orders,
+// the number of its orders with status created, or ENotFound. Counting
+// reads every order of the voucher: on a hot path, use Voucher.
+func (db *DB) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher, error) {
+	row := db.r.QueryRowContext(ctx, "SELECT "+voucherColumns+", "+createdOrders+" FROM vouchers v WHERE v.id = ?", id)
+	v, err := scanVoucher(row, true)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, voucherNotFound(id)
+	}
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("find voucher %d", id), err)
+	}
+	return v, nil
+}
+
+// ListVouchers returns every voucher, by id, with its order count as in
+// FindVoucher.
+func (db *DB) ListVouchers(ctx context.Context) ([]*flashsale.Voucher, error) {
+	rows, err := db.r.QueryContext(ctx, "SELECT "+voucherColumns+", "+createdOrders+" FROM vouchers v ORDER BY v.id")
+	if err != nil {
+		return nil, wrap("list vouchers", err)
+	}
+	defer rows.Close()
+	vs := []*flashsale.Voucher{}
+	for rows.Next() {
+		v, err := scanVoucher(rows, true)
+		if err != nil {
+			return nil, wrap("list vouchers", err)
+		}
+		vs = append(vs, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("list vouchers", err)
+	}
+	return vs, nil
+}
+
+// Voucher returns the voucher's row, with Orders left at 0, or ENotFound:
+// one primary key read, for checking the sale window on every request.
+func (c Conn) Voucher(ctx context.Context, id int64) (*flashsale.Voucher, error) {
+	v, err := scanVoucher(c.r.QueryRowContext(ctx, "SELECT "+voucherColumns+" FROM vouchers v WHERE v.id = ?", id), false)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, voucherNotFound(id)
+	}
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("voucher %d", id), err)
+	}
+	return v, nil
+}
