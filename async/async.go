@@ -1,0 +1,133 @@
+// Package async takes seckill orders the way the seeds' final design does
+// (seed 001 §6): a Lua script in Redis decides, atomically, whether a buyer
+// gets an item, the buyer gets an answer at once, and a consumer persists
+// the order to MySQL in the background. It finishes what the seeds leave
+// open (memory limits and data safety): nothing the gate accepted is lost
+// while Redis keeps its data, nothing is sold twice, and the queue in Redis
+// holds only what is not persisted yet.
+//
+// # Keys
+//
+// Every voucher's keys share one hash tag, so each script touches one slot
+// and the package runs unchanged on Redis Cluster:
+//
+//	<prefix>{v<id>}:meta    hash: stock (left), initial, begin, end (µs since 1970)
+//	<prefix>{v<id>}:buyers  hash: user id → order id
+//	<prefix>{v<id>}:orders  stream of accepted orders (fields o, u), consumer group "persist"
+//	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with the reason
+//	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
+//	<prefix>{o<id>}         order pointer: "<voucher>:<user>", for a day
+//	<prefix>vouchers        set: ids of vouchers whose stream the consumers read
+//
+// # The pipeline
+//
+// Service.PlaceOrder takes an order id from the ID generator, then runs
+// gate.lua: sale window by Redis's clock, stock, one order per user; on
+// success it takes one unit of stock, records the buyer and appends the
+// order to the voucher's stream, all in one script. It then writes the
+// order pointer and answers "pending". Consumer reads each voucher's stream
+// with a consumer group, persists batches with store.PersistOrders (one
+// transaction, idempotent) and acknowledges them, trimming what every group
+// has acknowledged. Reconciler compares Redis with MySQL and repairs what is
+// safe to repair.
+//
+// # Memory
+//
+// The seeds' in-process queue grows without bound. Here a voucher's stream
+// holds only what some consumer group has not acknowledged: every
+// acknowledgement trims the entries all groups are done with (ack.lua), so
+// a sale of any length keeps the stream as long as the consumers' lag. A
+// buyers hash holds at most the voucher's stock; order pointers expire
+// (Config.PointerTTL); each instance refuses a sold-out or ended voucher
+// itself for a while (Config.VerdictTTL), without a Redis call. The keys
+// of a voucher whose sale is over stay until deleted by hand; the service
+// reloads them from MySQL if it is ordered again.
+//
+// # What can be lost
+//
+// An accepted order lives only in Redis until the consumer persists it,
+// usually for milliseconds. A Redis that loses its data (a restart without
+// AOF, a failover to a replica that missed the write) loses those orders;
+// run Redis with appendonly yes and appendfsync everysec (or always) to
+// bound that. Everything else — consumer crashes, MySQL outages, orders
+// MySQL refuses — loses nothing: entries stay in the stream until persisted
+// or moved, with their reason, to the dead-letter stream.
+package async
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults shared by Service, Consumer and Reconciler. They must agree on
+// the prefix and the group.
+const (
+	DefaultPrefix = "flashsale:"
+	DefaultGroup  = "persist"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotLoaded means a voucher's keys are missing from Redis.
+	ErrNotLoaded = errors.New("async: voucher not loaded in Redis")
+	// ErrMalformed is wrapped when a stream entry cannot be read as an
+	// order.
+	ErrMalformed = errors.New("async: malformed stream entry")
+)
+
+// keyspace names the package's Redis keys under one prefix.
+type keyspace struct{ prefix string }
+
+// voucherKeys are one voucher's keys; they share the hash tag {v<id>}.
+type voucherKeys struct {
+	meta, buyers, orders, dead, failed string
+}
+
+// voucher returns the keys of a voucher.
+func (k keyspace) voucher(id int64) voucherKeys {
+	tag := k.prefix + "{v" + strconv.FormatInt(id, 10) + "}:"
+	return voucherKeys{
+		meta:   tag + "meta",
+		buyers: tag + "buyers",
+		orders: tag + "orders",
+		dead:   tag + "dead",
+		failed: tag + "failed",
+	}
+}
+
+// order returns the key of an order's pointer to its voucher and user.
+func (k keyspace) order(id int64) string {
+	return k.prefix + "{o" + strconv.FormatInt(id, 10) + "}"
+}
+
+// registry returns the key of the set of vouchers with open streams.
+func (k keyspace) registry() string {
+	return k.prefix + "vouchers"
+}
+
+// micros returns t as the meta hash stores it: µs since 1970.
+func micros(t time.Time) string {
+	return strconv.FormatInt(t.UnixMicro(), 10)
+}
+
+// entryTime returns the time in a stream entry id ("<ms>-<seq>"): when
+// Redis accepted the order, by its clock.
+func entryTime(id string) time.Time {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

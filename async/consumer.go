@@ -1,0 +1,247 @@
+package async
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/store"
+	"github.com/redis/rueidis"
+)
+
+// Persister stores batches of accepted orders; *store.DB is one.
+// PersistOrders must be idempotent and all-or-nothing, and must return an
+// error wrapping store.ErrStockShort when the batch needs more stock than
+// is left.
+type Persister interface {
+	PersistOrders(ctx context.Context, orders []flashsale.Order) (store.PersistResult, error)
+}
+
+var _ Persister = (*store.DB)(nil)
+
+// ConsumerConfig configures a Consumer. Zero fields take the defaults.
+type ConsumerConfig struct {
+	// Prefix and Group must be the Service's.
+	Prefix string
+	Group  string
+	// Name is the consumer's name in the group, unique per process
+	// (default hostname-pid-random). A process restarted with the same
+	// name first finishes the entries it was delivered before.
+	Name string
+	// BatchSize is how many entries one read takes and one transaction
+	// persists (default 500).
+	BatchSize int
+	// Block is how long a read waits for new entries (default 1s).
+	Block time.Duration
+	// ClaimIdle is how long an entry delivered to a consumer may stay
+	// unacknowledged before another consumer takes it over (default 30s).
+	// It must be well above the time a batch takes; a consumer keeps the
+	// entries it is retrying its own by touching them every ClaimIdle/3.
+	ClaimIdle time.Duration
+	// MaxDeliveries: an entry taken over from other consumers more than
+	// this many deliveries in all is dead-lettered instead (default 5).
+	MaxDeliveries int64
+	// Refresh is how often the registry of vouchers is read (default 2s).
+	Refresh time.Duration
+	// RetryMin and RetryMax bound the backoff between attempts to persist
+	// a batch after a MySQL error (defaults 100ms and 5s).
+	RetryMin, RetryMax time.Duration
+	// PersistTimeout bounds one attempt to persist a batch (default
+	// ClaimIdle/3), so a hung MySQL connection becomes a retry.
+	PersistTimeout time.Duration
+	// Logger gets dead letters, retries and lost entries (default
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// ConsumerStats are a Consumer's counters since NewConsumer.
+type ConsumerStats struct {
+	// Persisted counts orders this consumer inserted into MySQL;
+	// AlreadyPresent those that were there already (redeliveries).
+	Persisted, AlreadyPresent uint64
+	// DeadLettered counts entries moved to a dead-letter stream.
+	DeadLettered uint64
+	// Claimed counts entries taken over from other consumers.
+	Claimed uint64
+	// Retries counts failed attempts to persist a batch (MySQL errors).
+	Retries uint64
+	// Batches counts transactions that persisted a batch.
+	Batches uint64
+	// Lost counts entries that vanished from a stream while pending: they
+	// were deleted by hand, since this package never trims those.
+	Lost uint64
+}
+
+// Consumer persists the orders the gate accepted: one worker per
+// registered voucher reads the voucher's stream in the consumer group,
+// writes batches to MySQL and acknowledges them. Several processes may
+// consume at once; each entry is persisted once whatever crashes, because
+// persisting is idempotent and entries are acknowledged only afterwards.
+type Consumer struct {
+	client rueidis.Client
+	db     Persister
+	keys   keyspace
+	cfg    ConsumerConfig
+	log    *slog.Logger
+
+	persisted, alreadyPresent, deadLettered, claimed, retries, batches, lost atomic.Uint64
+}
+
+// NewConsumer returns a Consumer that persists into db.
+func NewConsumer(client rueidis.Client, db Persister, cfg ConsumerConfig) *Consumer {
+	cfg.Prefix = orDefault(cfg.Prefix, DefaultPrefix)
+	cfg.Group = orDefault(cfg.Group, DefaultGroup)
+	if cfg.Name == "" {
+		cfg.Name = defaultName()
+	}
+	cfg.BatchSize = orDefault(cfg.BatchSize, 500)
+	cfg.Block = orDefault(cfg.Block, time.Second)
+	cfg.ClaimIdle = orDefault(cfg.ClaimIdle, 30*time.Second)
+	cfg.MaxDeliveries = orDefault(cfg.MaxDeliveries, 5)
+	cfg.Refresh = orDefault(cfg.Refresh, 2*time.Second)
+	cfg.RetryMin = orDefault(cfg.RetryMin, 100*time.Millisecond)
+	cfg.RetryMax = orDefault(cfg.RetryMax, 5*time.Second)
+	cfg.PersistTimeout = orDefault(cfg.PersistTimeout, cfg.ClaimIdle/3)
+	cfg.Logger = orDefault(cfg.Logger, slog.Default())
+	return &Consumer{client: client, db: db, keys: keyspace{cfg.Prefix}, cfg: cfg,
+		log: cfg.Logger.With("consumer", cfg.Name)}
+}
+
+// defaultName returns hostname-pid-random.
+func defaultName() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// Name returns the consumer's name in the group.
+func (c *Consumer) Name() string { return c.cfg.Name }
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() ConsumerStats {
+	return ConsumerStats{
+		Persisted: c.persisted.Load(), AlreadyPresent: c.alreadyPresent.Load(),
+		DeadLettered: c.deadLettered.Load(), Claimed: c.claimed.Load(),
+		Retries: c.retries.Load(), Batches: c.batches.Load(), Lost: c.lost.Load(),
+	}
+}
+
+// Run consumes until ctx is done, then waits for the workers to stop and
+// returns nil. Entries a worker holds when ctx ends stay pending on this
+// consumer and are finished by the next Run with the same name, or taken
+// over by another consumer after ClaimIdle. Run must not be called twice
+// at once.
+func (c *Consumer) Run(ctx context.Context) error {
+	workers := map[int64]context.CancelFunc{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer func() {
+		for _, stop := range workers {
+			stop()
+		}
+	}()
+	tick := time.NewTicker(c.cfg.Refresh)
+	defer tick.Stop()
+	for {
+		ids, err := c.registered(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("async: reading the voucher registry; keeping the current workers", "err", err)
+		}
+		if err == nil {
+			for id, stop := range workers {
+				if !ids[id] {
+					stop()
+					delete(workers, id)
+				}
+			}
+			for id := range ids {
+				if _, ok := workers[id]; !ok {
+					wctx, stop := context.WithCancel(ctx)
+					workers[id] = stop
+					w := &worker{c: c, voucher: id, keys: c.keys.voucher(id)}
+					wg.Go(func() { w.run(wctx) })
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// registered returns the ids in the registry of vouchers.
+func (c *Consumer) registered(ctx context.Context) (map[int64]bool, error) {
+	members, err := c.client.Do(ctx, c.client.B().Smembers().Key(c.keys.registry()).Build()).AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	ids := make(map[int64]bool, len(members))
+	for _, m := range members {
+		id, err := strconv.ParseInt(m, 10, 64)
+		if err != nil {
+			c.log.Error("async: ignoring a malformed voucher id in the registry", "member", m)
+			continue
+		}
+		ids[id] = true
+	}
+	return ids, nil
+}
+
+// Backlog returns how many accepted orders are not persisted yet: entries
+// of the registered vouchers' streams the group has not acknowledged (not
+// delivered yet, or delivered and pending). Dead letters are not counted.
+// It is what a readiness check watches.
+func (c *Consumer) Backlog(ctx context.Context) (int64, error) {
+	return backlog(ctx, c.client, c.keys, c.cfg.Group)
+}
+
+// backlog sums backlog.lua over the registered vouchers, in one pipeline.
+func backlog(ctx context.Context, client rueidis.Client, keys keyspace, group string) (int64, error) {
+	members, err := client.Do(ctx, client.B().Smembers().Key(keys.registry()).Build()).AsStrSlice()
+	if err != nil {
+		return 0, fmt.Errorf("async: backlog: %w", err)
+	}
+	if len(members) == 0 {
+		return 0, nil
+	}
+	execs := make([]rueidis.LuaExec, 0, len(members))
+	for _, m := range members {
+		id, err := strconv.ParseInt(m, 10, 64)
+		if err != nil {
+			continue
+		}
+		vk := keys.voucher(id)
+		execs = append(execs, rueidis.LuaExec{Keys: []string{vk.orders, vk.meta}, Args: []string{group}})
+	}
+	var total int64
+	for _, r := range backlogScript.ExecMulti(ctx, client, execs...) {
+		v, err := r.AsIntSlice()
+		if err != nil {
+			return 0, fmt.Errorf("async: backlog: %w", err)
+		}
+		total += v[0]
+	}
+	return total, nil
+}
+
+// isNoGroup reports whether err says the stream or its group is missing:
+// the voucher is registered but not loaded (yet, or any more).
+func isNoGroup(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && strings.Contains(re.Error(), "NOGROUP")
+}

@@ -1,0 +1,265 @@
+package async
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+func TestStockShortOrdersAreDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(10)
+	accepted := e.buy(v.ID, users(1, 10)...)
+	// MySQL has 3 units fewer than Redis sold.
+	if err := e.db.SetRemaining(ctx, v.ID, 7); err != nil {
+		t.Fatal(err)
+	}
+	c := NewConsumer(e.client, e.db, e.consumerConfig())
+	e.run(c)
+	e.waitDrained(v.ID, 7)
+
+	dead := e.deadLetters(v.ID)
+	if len(dead) != 3 || c.Stats().DeadLettered != 3 {
+		t.Fatalf("%d dead letters (stats %+v), want 3", len(dead), c.Stats())
+	}
+	for _, d := range dead {
+		if !strings.Contains(d.FieldValues["reason"], "stock short") {
+			t.Errorf("dead letter %v: want reason stock short", d.FieldValues)
+		}
+	}
+	var created, failed int
+	for _, o := range accepted {
+		found, err := e.svc.FindOrder(ctx, o.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch found.Status {
+		case flashsale.StatusCreated:
+			created++
+		case flashsale.StatusFailed:
+			failed++
+		}
+	}
+	if created != 7 || failed != 3 {
+		t.Errorf("FindOrder: %d created, %d failed; want 7 and 3", created, failed)
+	}
+}
+
+func TestConflictingOrderIsDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(10)
+	o := e.buy(v.ID, 7)[0]
+	// Another order of the same user reached MySQL some other way.
+	other := &flashsale.Order{ID: o.ID + 1, VoucherID: v.ID, UserID: 7}
+	if err := e.db.InsertOrder(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitFor("the dead letter", 30*time.Second, func() (bool, error) {
+		return len(e.deadLetters(v.ID)) == 1, nil
+	})
+	d := e.deadLetters(v.ID)[0].FieldValues
+	if d["o"] != itoa(o.ID) || d["u"] != "7" || !strings.Contains(d["reason"], "conflict") {
+		t.Errorf("dead letter = %v; want order %d of user 7, conflict", d, o.ID)
+	}
+}
+
+func TestMalformedEntryIsDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	v := e.voucher(10)
+	vk := e.svc.keys.voucher(v.ID)
+	e.do(e.client.B().Xadd().Key(vk.orders).Id("*").FieldValue().FieldValue("o", "x").FieldValue("u", "1").Build())
+	good := e.buy(v.ID, 2)
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 1)
+	dead := e.deadLetters(v.ID)
+	if len(dead) != 1 || !strings.Contains(dead[0].FieldValues["reason"], "malformed") {
+		t.Fatalf("dead letters = %v; want the malformed entry", dead)
+	}
+	if _, err := e.db.FindOrder(context.Background(), good[0].ID); err != nil {
+		t.Errorf("the good order after the malformed one: %v", err)
+	}
+}
+
+func TestRedeliveredEntriesAreNotDuplicated(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(50)
+	accepted := e.buy(v.ID, users(1, 50)...)
+	// A consumer read 20 entries, persisted them and died before
+	// acknowledging.
+	held := e.deliver(v.ID, "died", 20)
+	var orders []flashsale.Order
+	for _, en := range held {
+		o, err := parseOrder(v.ID, en)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders = append(orders, o)
+	}
+	if _, err := e.db.PersistOrders(ctx, orders); err != nil {
+		t.Fatal(err)
+	}
+	c := NewConsumer(e.client, e.db, e.consumerConfig())
+	e.run(c)
+	e.waitDrained(v.ID, 50)
+	e.checkSold(v, accepted)
+	if s := c.Stats(); s.Claimed != 20 || s.AlreadyPresent != 20 || s.Persisted != 30 {
+		t.Errorf("stats = %+v; want 20 claimed and already present, 30 persisted", s)
+	}
+}
+
+func TestEntryDeliveredTooOftenIsDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	v := e.voucher(10)
+	accepted := e.buy(v.ID, 1, 2, 3)
+	held := e.deliver(v.ID, "died", 3)
+	// The first entry has been delivered 5 times already (4 consumers
+	// took it over and died); the next take-over is the 6th delivery.
+	vk := e.svc.keys.voucher(v.ID)
+	e.do(e.client.B().Xclaim().Key(vk.orders).Group(DefaultGroup).Consumer("died").MinIdleTime("0").
+		Id(held[0].ID).Retrycount(5).Build())
+	c := NewConsumer(e.client, e.db, e.consumerConfig())
+	e.run(c)
+	e.waitDrained(v.ID, 2)
+	dead := e.deadLetters(v.ID)
+	if len(dead) != 1 || dead[0].FieldValues["o"] != itoa(accepted[0].ID) || dead[0].FieldValues["reason"] != "delivered 6 times" {
+		t.Fatalf("dead letters = %v; want order %d, delivered 6 times", dead, accepted[0].ID)
+	}
+}
+
+func TestConsumerFinishesItsOwnPendingEntriesFirst(t *testing.T) {
+	e := newEnv(t)
+	v := e.voucher(10)
+	accepted := e.buy(v.ID, users(1, 10)...)
+	e.deliver(v.ID, "worker-1", 10)
+	cfg := e.consumerConfig()
+	cfg.Name = "worker-1"
+	cfg.ClaimIdle = time.Hour // no take-over: the consumer must find them itself
+	c := NewConsumer(e.client, e.db, cfg)
+	e.run(c)
+	e.waitDrained(v.ID, 10)
+	e.checkSold(v, accepted)
+	if s := c.Stats(); s.Persisted != 10 || s.Claimed != 0 {
+		t.Errorf("stats = %+v; want 10 persisted, none claimed", s)
+	}
+}
+
+func TestBacklogCountsUnpersistedEntries(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a, b := e.voucher(20), e.voucher(20)
+	e.buy(a.ID, users(1, 12)...)
+	e.buy(b.ID, users(1, 8)...)
+	e.deliver(a.ID, "slow", 5) // pending counts as well
+	if n, err := e.svc.Backlog(ctx); err != nil || n != 20 {
+		t.Fatalf("Backlog = %d, %v; want 20", n, err)
+	}
+	c := NewConsumer(e.client, e.db, e.consumerConfig())
+	e.run(c)
+	e.waitDrained(a.ID, 12)
+	e.waitDrained(b.ID, 8)
+	if n, err := c.Backlog(ctx); err != nil || n != 0 {
+		t.Errorf("Backlog after draining = %d, %v; want 0", n, err)
+	}
+}
+
+func TestStreamIsTrimmedAsOrdersArePersisted(t *testing.T) {
+	const rounds, perRound = 20, 250
+	e := newEnv(t)
+	v := e.voucher(rounds * perRound)
+	vk := e.svc.keys.voucher(v.ID)
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	for r := range rounds {
+		first := int64(r*perRound + 1)
+		e.buy(v.ID, users(first, first+perRound-1)...)
+		e.waitDrained(v.ID, (r+1)*perRound)
+		// Everything is acknowledged: only the last delivered entry stays.
+		if n, err := e.do(e.client.B().Xlen().Key(vk.orders).Build()).AsInt64(); err != nil || n > 1 {
+			t.Fatalf("round %d: stream length %d, %v; want at most 1", r, n, err)
+		}
+	}
+}
+
+func TestEntriesAnotherGroupNeedsAreNotTrimmed(t *testing.T) {
+	e := newEnv(t)
+	v := e.voucher(200)
+	vk := e.svc.keys.voucher(v.ID)
+	e.do(e.client.B().XgroupCreate().Key(vk.orders).Group("audit").Id("0").Build())
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	xlen := func() int64 {
+		n, err := e.do(e.client.B().Xlen().Key(vk.orders).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	e.buy(v.ID, users(1, 100)...)
+	e.waitDrained(v.ID, 100)
+	if n := xlen(); n != 100 {
+		t.Fatalf("stream length %d after persisting, want 100: group audit has read nothing", n)
+	}
+	// audit reads 40 and acknowledges the first 30: 10 stay pending.
+	res, err := e.do(e.client.B().Xreadgroup().Group("audit", "a").Count(40).Streams().Key(vk.orders).Id(">").Build()).AsXRead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := res[vk.orders]
+	var acked []string
+	for _, en := range read[:30] {
+		acked = append(acked, en.ID)
+	}
+	e.do(e.client.B().Xack().Key(vk.orders).Group("audit").Id(acked...).Build())
+
+	e.buy(v.ID, users(101, 200)...)
+	e.waitDrained(v.ID, 200)
+	if n := xlen(); n != 170 {
+		t.Errorf("stream length %d, want 170: trimmed up to audit's oldest pending entry", n)
+	}
+	for _, en := range read[30:] {
+		got, err := e.do(e.client.B().Xrange().Key(vk.orders).Start(en.ID).End(en.ID).Build()).AsXRange()
+		if err != nil || len(got) != 1 {
+			t.Errorf("pending entry %s of group audit was trimmed: %v %v", en.ID, got, err)
+		}
+	}
+}
+
+func TestVoucherIsRetiredWhenSoldAndPersisted(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	now := redisTime(t, e.client)
+	v := e.voucher(10, now.Add(-time.Minute), now.Add(time.Second))
+	accepted := e.buy(v.ID, users(1, 5)...)
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 5)
+	e.waitFor("the voucher to leave the registry", 30*time.Second, func() (bool, error) {
+		member, err := e.client.Do(ctx, e.client.B().Sismember().Key(e.svc.keys.registry()).Member(itoa(v.ID)).Build()).AsBool()
+		return !member, err
+	})
+	e.checkSold(v, accepted)
+}
+
+func TestConsumerWaitsForAStreamRegisteredBeforeItExists(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	id, err := e.ids.NextID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &flashsale.Voucher{ID: id, Title: "late", Stock: 5, BeginTime: time.Now().Add(-time.Minute), EndTime: time.Now().Add(time.Hour)}
+	if err := e.db.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	e.do(e.client.B().Sadd().Key(e.svc.keys.registry()).Member(itoa(id)).Build())
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	time.Sleep(300 * time.Millisecond) // the worker meets the missing stream
+	accepted := e.buy(v.ID, 1, 2)      // reloads the voucher, creating its stream
+	e.waitDrained(v.ID, 2)
+	e.checkSold(v, accepted)
+}

@@ -1,0 +1,350 @@
+package async
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/redis/rueidis"
+)
+
+// status returns the order's status, or "" for no order.
+func status(o *flashsale.Order) flashsale.OrderStatus {
+	if o == nil {
+		return ""
+	}
+	return o.Status
+}
+
+func TestPlaceOrderOutcomes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	hour := time.Hour
+	cases := []struct {
+		name       string
+		setup      func() (voucherID, userID int64)
+		wantCode   string
+		wantStatus flashsale.OrderStatus
+	}{
+		{"in neither Redis nor MySQL", func() (int64, int64) {
+			return 987654321, 1
+		}, flashsale.ENotFound, ""},
+		{"in MySQL only: reloaded, then accepted", func() (int64, int64) {
+			id, err := e.ids.NextID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := &flashsale.Voucher{ID: id, Title: "mysql only", Stock: 3, BeginTime: time.Now().Add(-hour), EndTime: time.Now().Add(hour)}
+			if err := e.db.CreateVoucher(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			return v.ID, 1
+		}, "", flashsale.StatusPending},
+		{"not started", func() (int64, int64) {
+			return e.voucher(3, time.Now().Add(hour), time.Now().Add(2*hour)).ID, 1
+		}, flashsale.ENotStarted, ""},
+		{"ended", func() (int64, int64) {
+			return e.voucher(3, time.Now().Add(-2*hour), time.Now().Add(-hour)).ID, 1
+		}, flashsale.EEnded, ""},
+		{"sold out", func() (int64, int64) {
+			v := e.voucher(1)
+			e.buy(v.ID, 1)
+			return v.ID, 2
+		}, flashsale.ESoldOut, ""},
+		{"duplicate", func() (int64, int64) {
+			v := e.voucher(3)
+			e.buy(v.ID, 1)
+			return v.ID, 1
+		}, flashsale.EDuplicateOrder, ""},
+		{"accepted", func() (int64, int64) {
+			return e.voucher(3).ID, 1
+		}, "", flashsale.StatusPending},
+		{"user id not positive", func() (int64, int64) {
+			return e.voucher(3).ID, 0
+		}, flashsale.EInvalid, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			voucherID, userID := tc.setup()
+			o, err := e.svc.PlaceOrder(ctx, voucherID, userID)
+			if code(err) != tc.wantCode || status(o) != tc.wantStatus {
+				t.Errorf("PlaceOrder = %+v, %v; want code %q, status %q", o, err, tc.wantCode, tc.wantStatus)
+			}
+		})
+	}
+}
+
+func TestAcceptedOrderIsPendingUntilPersisted(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(5)
+	o := e.buy(v.ID, 42)[0]
+	if o.VoucherID != v.ID || o.UserID != 42 || o.ID <= 0 || o.CreatedAt.IsZero() {
+		t.Errorf("accepted order = %+v", o)
+	}
+	found, err := e.svc.FindOrder(ctx, o.ID)
+	if err != nil || found.Status != flashsale.StatusPending || found.UserID != 42 || found.VoucherID != v.ID {
+		t.Errorf("FindOrder before the consumer = %+v, %v; want pending", found, err)
+	}
+	got, err := e.svc.FindVoucher(ctx, v.ID)
+	if err != nil || got.Remaining != 4 || got.Orders != 1 || got.Stock != 5 || got.Title != v.Title {
+		t.Errorf("FindVoucher = %+v, %v; want remaining 4 and 1 order from Redis", got, err)
+	}
+	_, err = e.svc.PlaceOrder(ctx, v.ID, 42)
+	if code(err) != flashsale.EDuplicateOrder || !strings.Contains(flashsale.ErrorMessage(err), itoa(o.ID)) {
+		t.Errorf("second order = %v; want EDuplicateOrder naming order %d", err, o.ID)
+	}
+	if _, err := e.svc.FindOrder(ctx, o.ID+1_000_000); code(err) != flashsale.ENotFound {
+		t.Errorf("FindOrder of an unknown id = %v; want ENotFound", err)
+	}
+
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 1)
+	found, err = e.svc.FindOrder(ctx, o.ID)
+	if err != nil || found.Status != flashsale.StatusCreated {
+		t.Errorf("FindOrder after the consumer = %+v, %v; want created", found, err)
+	}
+	if !found.CreatedAt.Equal(o.CreatedAt) {
+		t.Errorf("persisted CreatedAt %v, want the gate's %v", found.CreatedAt, o.CreatedAt)
+	}
+}
+
+func TestFindVoucherNotLoadedShowsMySQL(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(10)
+	e.buy(v.ID, 1, 2, 3)
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 3)
+	vk := e.svc.keys.voucher(v.ID)
+	e.do(e.client.B().Del().Key(vk.meta, vk.buyers).Build())
+	got, err := e.svc.FindVoucher(ctx, v.ID)
+	if err != nil || got.Remaining != 7 || got.Orders != 3 {
+		t.Errorf("FindVoucher of a voucher not in Redis = %+v, %v; want MySQL's remaining 7 and 3 orders", got, err)
+	}
+	if _, err := e.svc.FindVoucher(ctx, 987654321); code(err) != flashsale.ENotFound {
+		t.Errorf("FindVoucher of an unknown voucher = %v; want ENotFound", err)
+	}
+}
+
+// redisTime returns the Redis server's clock.
+func redisTime(t *testing.T, c rueidis.Client) time.Time {
+	t.Helper()
+	ts, err := c.Do(context.Background(), c.B().Time().Build()).AsIntSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Unix(ts[0], ts[1]*1000)
+}
+
+func TestWindowIsDecidedByRedisTime(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	now := redisTime(t, e.client)
+	begin, end := now.Add(2*time.Second), now.Add(3*time.Second)
+	v := e.voucher(10, begin, end)
+
+	_, err := e.svc.PlaceOrder(ctx, v.ID, 1)
+	if code(err) != flashsale.ENotStarted || flashsale.RetryAfter(err) <= 0 || flashsale.RetryAfter(err) > 2*time.Second {
+		t.Fatalf("before the window = %v (retry after %v); want ENotStarted within 2s", err, flashsale.RetryAfter(err))
+	}
+	e.waitFor("Redis's clock to reach the start", 10*time.Second, func() (bool, error) {
+		return !redisTime(t, e.client).Before(begin), nil
+	})
+	if _, err := e.svc.PlaceOrder(ctx, v.ID, 1); err != nil {
+		t.Fatalf("inside the window: %v", err)
+	}
+	e.waitFor("Redis's clock to reach the end", 10*time.Second, func() (bool, error) {
+		return !redisTime(t, e.client).Before(end), nil
+	})
+	if _, err := e.svc.PlaceOrder(ctx, v.ID, 2); code(err) != flashsale.EEnded {
+		t.Fatalf("after the window = %v; want EEnded", err)
+	}
+}
+
+func TestSoldOutIsRememberedBriefly(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var err error
+	e.svc, err = NewService(e.client, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log, VerdictTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := e.voucher(1)
+	e.buy(v.ID, 1)
+	if _, err := e.svc.PlaceOrder(ctx, v.ID, 2); code(err) != flashsale.ESoldOut {
+		t.Fatalf("after the last unit = %v; want ESoldOut", err)
+	}
+	// Give the unit back behind the instance's back, as reconciliation does.
+	vk := e.svc.keys.voucher(v.ID)
+	e.do(e.client.B().Hincrby().Key(vk.meta).Field("stock").Increment(1).Build())
+	if _, err := e.svc.PlaceOrder(ctx, v.ID, 2); code(err) != flashsale.ESoldOut {
+		t.Fatalf("right after the give-back = %v; want ESoldOut from the local verdict", err)
+	}
+	e.waitFor("the local verdict to expire", 10*time.Second, func() (bool, error) {
+		_, err := e.svc.PlaceOrder(ctx, v.ID, 2)
+		return err == nil, nil
+	})
+}
+
+func TestConcurrentSaleSellsExactlyTheStock(t *testing.T) {
+	const (
+		stock    = 500
+		buyers   = 2000
+		attempts = 3 // per buyer, all at once
+	)
+	e := newEnv(t)
+	v := e.voucher(stock)
+	accepted := sell(t, e, v.ID, buyers, attempts)
+
+	if len(accepted) != stock {
+		t.Fatalf("%d orders accepted, want %d", len(accepted), stock)
+	}
+	if s, _, b := e.snapshot(v.ID); s != 0 || b != stock {
+		t.Errorf("Redis after the sale: stock %d, buyers %d; want 0 and %d", s, b, stock)
+	}
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, stock)
+	e.checkSold(v, accepted)
+}
+
+// sell runs a sale: every buyer 1..buyers sends attempts orders, all
+// requests at once, and sell returns the accepted orders, checking that
+// each refusal is ESoldOut or EDuplicateOrder and that nobody got two.
+func sell(t *testing.T, e *env, voucherID int64, buyers, attempts int) []*flashsale.Order {
+	t.Helper()
+	var (
+		mu       sync.Mutex
+		accepted []*flashsale.Order
+		byUser   = map[int64]int{}
+		wg       sync.WaitGroup
+		bad      error
+	)
+	start := make(chan struct{})
+	for u := 1; u <= buyers; u++ {
+		for range attempts {
+			wg.Go(func() {
+				<-start
+				o, err := e.svc.PlaceOrder(context.Background(), voucherID, int64(u))
+				switch c := code(err); c {
+				case "":
+					mu.Lock()
+					accepted = append(accepted, o)
+					byUser[o.UserID]++
+					mu.Unlock()
+				case flashsale.ESoldOut, flashsale.EDuplicateOrder:
+				default:
+					mu.Lock()
+					bad = err
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	if bad != nil {
+		t.Fatalf("unexpected refusal: %v", bad)
+	}
+	for u, n := range byUser {
+		if n != 1 {
+			t.Errorf("user %d got %d orders", u, n)
+		}
+	}
+	return accepted
+}
+
+func TestCreateVoucherUndoesMySQLWhenRedisFails(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	broken, err := rueidis.NewClient(testenv.RedisOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken.Close()
+	svc, err := NewService(broken, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &flashsale.Voucher{Title: "never", Stock: 5, BeginTime: time.Now(), EndTime: time.Now().Add(time.Hour)}
+	err = svc.CreateVoucher(ctx, v)
+	if code(err) != flashsale.EUnavailable {
+		t.Fatalf("CreateVoucher with Redis down = %v; want EUnavailable", err)
+	}
+	if _, err := e.db.FindVoucher(ctx, v.ID); code(err) != flashsale.ENotFound {
+		t.Errorf("voucher %d in MySQL after the failed create: %v; want ENotFound", v.ID, err)
+	}
+}
+
+func TestReloadAfterRedisLossFromTwoInstances(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(100)
+	before := e.buy(v.ID, users(1, 30)...)
+	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 30)
+	stop()
+	// Redis loses the voucher; two instances meet it again at once.
+	vk := e.svc.keys.voucher(v.ID)
+	e.do(e.client.B().Del().Key(vk.meta, vk.buyers, vk.orders).Build())
+	other, err := NewService(e.client, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		accepted []*flashsale.Order
+	)
+	for u := int64(1); u <= 200; u++ {
+		for _, svc := range []*Service{e.svc, other} {
+			wg.Go(func() {
+				o, err := svc.PlaceOrder(ctx, v.ID, u)
+				if err == nil {
+					mu.Lock()
+					accepted = append(accepted, o)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if len(accepted) != 70 {
+		t.Fatalf("%d orders accepted after the reload, want the 70 MySQL had left", len(accepted))
+	}
+	for _, o := range accepted {
+		if o.UserID <= 30 {
+			t.Errorf("user %d bought again after the reload", o.UserID)
+		}
+	}
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 100)
+	e.checkSold(v, append(before, accepted...))
+}
+
+func TestReloadCountsOrdersStillInTheStream(t *testing.T) {
+	e := newEnv(t)
+	v := e.voucher(10)
+	accepted := e.buy(v.ID, users(1, 4)...)
+	// The meta and buyers are lost; the stream, with 4 orders not
+	// persisted yet, survives.
+	vk := e.svc.keys.voucher(v.ID)
+	e.do(e.client.B().Del().Key(vk.meta, vk.buyers).Build())
+	if err := e.svc.Reload(context.Background(), v.ID); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, b := e.snapshot(v.ID); s != 6 || b != 4 {
+		t.Errorf("after the reload: stock %d, buyers %d; want 6 and 4", s, b)
+	}
+	if _, err := e.svc.PlaceOrder(context.Background(), v.ID, 1); code(err) != flashsale.EDuplicateOrder {
+		t.Errorf("a buyer whose order is in the stream ordered again: %v", err)
+	}
+	accepted = append(accepted, e.buy(v.ID, users(5, 10)...)...)
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 10)
+	e.checkSold(v, accepted)
+}

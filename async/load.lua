@@ -1,0 +1,37 @@
+-- load.lua makes a voucher sellable in Redis, once: when its meta hash is
+-- missing it creates the stream's consumer group (from the first entry, so
+-- none is missed), counts the orders still in the stream as buyers, and
+-- writes the meta hash last. The buyers MySQL holds are written by the
+-- caller before the call; the gate refuses every order while meta is
+-- missing, so nobody buys from a half-loaded voucher.
+--
+-- KEYS[1] meta hash, KEYS[2] buyers hash, KEYS[3] orders stream
+-- ARGV[1] remaining stock in MySQL, ARGV[2] initial stock,
+-- ARGV[3] begin, ARGV[4] end (µs since 1970), ARGV[5] consumer group
+--
+-- Returns 1 when it loaded the voucher, 0 when it was loaded already.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+-- Errors first: a script's earlier writes are not undone by a later error.
+local created = redis.pcall('XGROUP', 'CREATE', KEYS[3], ARGV[5], '0', 'MKSTREAM')
+if type(created) == 'table' and created.err and not string.find(created.err, 'BUSYGROUP', 1, true) then
+  return created
+end
+-- Orders accepted but not persisted yet are in the stream, not in MySQL:
+-- their buyers hold stock too.
+local stock = tonumber(ARGV[1])
+for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do
+  local f, order, user = e[2], nil, nil
+  for i = 1, #f, 2 do
+    if f[i] == 'o' then order = f[i + 1] elseif f[i] == 'u' then user = f[i + 1] end
+  end
+  if order and user and redis.call('HSETNX', KEYS[2], user, order) == 1 then
+    stock = stock - 1
+  end
+end
+if stock < 0 then
+  stock = 0
+end
+redis.call('HSET', KEYS[1], 'stock', stock, 'initial', ARGV[2], 'begin', ARGV[3], 'end', ARGV[4])
+return 1

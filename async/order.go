@@ -1,0 +1,170 @@
+package async
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/redis/rueidis"
+)
+
+// Gate results, as gate.lua returns them.
+const (
+	gateAccepted = iota
+	gateNotLoaded
+	gateNotStarted
+	gateEnded
+	gateSoldOut
+	gateDuplicate
+)
+
+// pointerTimeout bounds the write of an accepted order's pointer, which
+// must not be cut short by a caller that stops waiting: the order stands.
+const pointerTimeout = 2 * time.Second
+
+// PlaceOrder takes one order of the voucher for the user through the Redis
+// gate. It returns the order with status pending, or ENotFound,
+// ENotStarted (with a RetryAfter), EEnded, ESoldOut or EDuplicateOrder, or
+// EUnavailable when Redis does not answer. A voucher missing from Redis is
+// reloaded from MySQL, then the order is tried once more. Refusals for a
+// voucher that is sold out, ended or not started are remembered for
+// VerdictTTL and answered without Redis.
+func (s *Service) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
+	if voucherID <= 0 {
+		return nil, flashsale.Errorf(flashsale.ENotFound, "voucher %d not found", voucherID)
+	}
+	if userID <= 0 {
+		return nil, flashsale.Errorf(flashsale.EInvalid, "user id must be positive")
+	}
+	l, kept := s.local(voucherID)
+	if err := l.refusal(); err != nil {
+		return nil, err
+	}
+	id, err := s.cfg.OrderIDs.NextID(ctx)
+	if err != nil {
+		return nil, unavailable("order id", err)
+	}
+	o, err := s.decide(ctx, l, voucherID, userID, id)
+	if errors.Is(err, ErrNotLoaded) {
+		if err := s.Reload(ctx, voucherID); err != nil {
+			return nil, err
+		}
+		o, err = s.decide(ctx, l, voucherID, userID, id)
+		if errors.Is(err, ErrNotLoaded) {
+			return nil, unavailable(fmt.Sprintf("voucher %d", voucherID), err)
+		}
+	}
+	if !kept && !errors.Is(err, ErrNotLoaded) && flashsale.ErrorCode(err) != flashsale.EUnavailable {
+		s.keep(voucherID, l)
+	}
+	return o, err
+}
+
+// decide runs the gate for one order and turns its answer into an order
+// or an error.
+func (s *Service) decide(ctx context.Context, l *local, voucherID, userID, orderID int64) (*flashsale.Order, error) {
+	user, order := strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)
+	res, err := gateScript.Exec(ctx, s.client, l.gateKeys, []string{user, order}).ToArray()
+	if err != nil {
+		return nil, unavailable("gate", err)
+	}
+	code, err := res[0].AsInt64()
+	if err != nil {
+		return nil, fmt.Errorf("async: gate answered %v: %w", res, err)
+	}
+	switch code {
+	case gateAccepted:
+		left, _ := res[1].AsInt64()
+		entry, _ := res[2].ToString()
+		if left == 0 {
+			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL)
+		}
+		o := &flashsale.Order{ID: orderID, VoucherID: voucherID, UserID: userID, Status: flashsale.StatusPending, CreatedAt: entryTime(entry)}
+		s.writePointer(ctx, o)
+		return o, nil
+	case gateNotLoaded:
+		return nil, fmt.Errorf("%w: voucher %d", ErrNotLoaded, voucherID)
+	case gateNotStarted:
+		wait, _ := res[1].AsInt64()
+		start := time.Duration(wait) * time.Microsecond
+		l.remember(flashsale.ENotStarted, min(start, s.cfg.VerdictTTL))
+		return nil, refusal(flashsale.ENotStarted, start)
+	case gateEnded:
+		l.remember(flashsale.EEnded, s.cfg.VerdictTTL)
+		return nil, refusal(flashsale.EEnded, 0)
+	case gateSoldOut:
+		l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL)
+		return nil, refusal(flashsale.ESoldOut, 0)
+	case gateDuplicate:
+		prev, _ := res[1].ToString()
+		return nil, flashsale.Errorf(flashsale.EDuplicateOrder, "you already have order %s for this voucher", prev)
+	}
+	return nil, fmt.Errorf("async: gate answered unknown code %d", code)
+}
+
+// writePointer records which voucher and user an accepted order belongs
+// to, so FindOrder can answer "pending" before the order is in MySQL. A
+// failure is logged, not returned: the order is accepted and will be
+// persisted; only its lookup by id waits for that.
+func (s *Service) writePointer(ctx context.Context, o *flashsale.Order) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pointerTimeout)
+	defer cancel()
+	val := strconv.FormatInt(o.VoucherID, 10) + ":" + strconv.FormatInt(o.UserID, 10)
+	cmd := s.client.B().Set().Key(s.keys.order(o.ID)).Value(val).ExSeconds(int64(s.cfg.PointerTTL / time.Second)).Build()
+	if err := s.client.Do(ctx, cmd).Error(); err != nil {
+		s.log.Warn("async: order accepted, but its pointer was not written; it can be found once persisted",
+			"order", o.ID, "voucher", o.VoucherID, "user", o.UserID, "err", err)
+	}
+}
+
+// FindOrder returns the order with the given id: from MySQL once the
+// consumer has persisted it; before that, from Redis with status pending
+// (or failed, when it was dead-lettered or its stock given back); or
+// ENotFound.
+func (s *Service) FindOrder(ctx context.Context, id int64) (*flashsale.Order, error) {
+	o, err := s.db.FindOrder(ctx, id)
+	if flashsale.ErrorCode(err) != flashsale.ENotFound {
+		return o, err
+	}
+	val, err := s.client.Do(ctx, s.client.B().Get().Key(s.keys.order(id)).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return nil, flashsale.Errorf(flashsale.ENotFound, "order %d not found", id)
+	}
+	if err != nil {
+		return nil, unavailable(fmt.Sprintf("find order %d", id), err)
+	}
+	voucher, user, err := parsePointer(val)
+	if err != nil {
+		return nil, fmt.Errorf("async: pointer of order %d: %w", id, err)
+	}
+	vk := s.keys.voucher(voucher)
+	pending, err := lookupScript.Exec(ctx, s.client, []string{vk.buyers, vk.failed},
+		[]string{strconv.FormatInt(user, 10), strconv.FormatInt(id, 10)}).AsInt64()
+	if err != nil {
+		return nil, unavailable(fmt.Sprintf("find order %d", id), err)
+	}
+	status := flashsale.StatusFailed
+	if pending == 1 {
+		status = flashsale.StatusPending
+	}
+	return &flashsale.Order{ID: id, VoucherID: voucher, UserID: user, Status: status}, nil
+}
+
+// parsePointer reads an order pointer, "<voucher>:<user>".
+func parsePointer(val string) (voucher, user int64, err error) {
+	v, u, ok := strings.Cut(val, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q is not voucher:user", val)
+	}
+	if voucher, err = strconv.ParseInt(v, 10, 64); err != nil {
+		return 0, 0, err
+	}
+	if user, err = strconv.ParseInt(u, 10, 64); err != nil {
+		return 0, 0, err
+	}
+	return voucher, user, nil
+}

@@ -1,0 +1,201 @@
+package async
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/store"
+	"github.com/redis/rueidis"
+)
+
+// item is a stream entry read as an order.
+type item struct {
+	entry      string // stream entry id
+	order      flashsale.Order
+	deliveries int64 // 0 when not known
+}
+
+// handle persists a batch of entries and acknowledges them. deliveries is
+// nil for entries delivered to this consumer, or parallel to entries for
+// entries taken over from others: those delivered more than MaxDeliveries
+// times are dead-lettered. It returns an error only when the batch is left
+// pending (ctx done, or Redis failed); the entries are then persisted later.
+func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	var batch []item
+	var ack []string
+	for i, e := range entries {
+		it := item{entry: e.ID}
+		if deliveries != nil {
+			it.deliveries = deliveries[i]
+		}
+		if e.FieldValues == nil {
+			w.lostEntry(e.ID)
+			ack = append(ack, e.ID)
+			continue
+		}
+		o, err := parseOrder(w.voucher, e)
+		switch {
+		case err != nil:
+			err = w.deadLetter(ctx, it, e.FieldValues["o"], e.FieldValues["u"], err.Error())
+		case it.deliveries > w.c.cfg.MaxDeliveries:
+			it.order = o
+			err = w.deadLetter(ctx, it, "", "", fmt.Sprintf("delivered %d times", it.deliveries))
+		default:
+			it.order = o
+			batch = append(batch, it)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	persisted, err := w.persist(ctx, batch)
+	if err != nil {
+		return err
+	}
+	return w.ack(ctx, append(ack, persisted...))
+}
+
+// persist writes items to MySQL and returns the entries to acknowledge.
+// On a stock shortage it splits the batch to find the orders that fit;
+// an order that does not, or that conflicts with another order of its
+// user, is dead-lettered. MySQL errors are retried until ctx is done.
+func (w *worker) persist(ctx context.Context, items []item) ([]string, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	res, err := w.persistRetry(ctx, items)
+	if errors.Is(err, store.ErrStockShort) {
+		if len(items) == 1 {
+			return nil, w.deadLetter(ctx, items[0], "", "", err.Error())
+		}
+		half := len(items) / 2
+		first, err := w.persist(ctx, items[:half])
+		if err != nil {
+			return nil, err
+		}
+		second, err := w.persist(ctx, items[half:])
+		return append(first, second...), err
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Outcomes) != len(items) {
+		return nil, fmt.Errorf("async: persisting %d orders returned %d outcomes", len(items), len(res.Outcomes))
+	}
+	w.c.batches.Add(1)
+	w.c.persisted.Add(uint64(res.Inserted))
+	w.c.alreadyPresent.Add(uint64(res.AlreadyPresent))
+	ack := make([]string, 0, len(items))
+	for i, out := range res.Outcomes {
+		if out == store.Conflict {
+			if err := w.deadLetter(ctx, items[i], "", "", "conflict: the user has another order for this voucher"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		ack = append(ack, items[i].entry)
+	}
+	return ack, nil
+}
+
+// persistRetry persists items in one transaction, retrying MySQL errors
+// with exponential backoff while it keeps the batch: an outage makes the
+// entries wait, it does not count as a delivery. While retrying it touches
+// the entries, so other consumers do not take them over.
+func (w *worker) persistRetry(ctx context.Context, items []item) (store.PersistResult, error) {
+	orders := make([]flashsale.Order, len(items))
+	for i, it := range items {
+		orders[i] = it.order
+	}
+	wait := w.c.cfg.RetryMin
+	touched := time.Now()
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, w.c.cfg.PersistTimeout)
+		res, err := w.c.db.PersistOrders(actx, orders)
+		cancel()
+		if err == nil || errors.Is(err, store.ErrStockShort) {
+			return res, err
+		}
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		w.c.retries.Add(1)
+		if attempt == 1 || attempt%10 == 0 {
+			w.log.Warn("async: persisting a batch failed; retrying, the entries wait in the stream",
+				"orders", len(orders), "attempt", attempt, "err", err)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return res, err
+		}
+		wait = min(2*wait, w.c.cfg.RetryMax)
+		if time.Since(touched) >= w.c.cfg.ClaimIdle/3 {
+			w.touch(ctx, items)
+			touched = time.Now()
+		}
+	}
+}
+
+// touch resets the idle time of entries this consumer holds, without
+// counting a delivery (XCLAIM JUSTID), so ClaimIdle does not expire while
+// it waits for MySQL.
+func (w *worker) touch(ctx context.Context, items []item) {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.entry
+	}
+	cmd := w.c.client.B().Xclaim().Key(w.keys.orders).Group(w.c.cfg.Group).Consumer(w.c.cfg.Name).
+		MinIdleTime("0").Id(ids...).Justid().Build()
+	if err := w.c.client.Do(ctx, cmd).Error(); err != nil {
+		w.log.Warn("async: could not touch the entries being retried; another consumer may take them over", "err", err)
+	}
+}
+
+// ack acknowledges entries and trims the stream (ack.lua). It trims even
+// when there is nothing to acknowledge.
+func (w *worker) ack(ctx context.Context, ids []string) error {
+	args := append([]string{w.c.cfg.Group}, ids...)
+	return ackScript.Exec(ctx, w.c.client, []string{w.keys.orders}, args).Error()
+}
+
+// deadLetter moves an entry to the dead-letter stream with the reason and
+// reports it. order and user default to the item's order.
+func (w *worker) deadLetter(ctx context.Context, it item, order, user, reason string) error {
+	if order == "" && it.order.ID != 0 {
+		order = strconv.FormatInt(it.order.ID, 10)
+	}
+	if user == "" && it.order.UserID != 0 {
+		user = strconv.FormatInt(it.order.UserID, 10)
+	}
+	keys := []string{w.keys.orders, w.keys.dead, w.keys.failed}
+	args := []string{w.c.cfg.Group, it.entry, order, user, reason, strconv.FormatInt(it.deliveries, 10)}
+	moved, err := deadScript.Exec(ctx, w.c.client, keys, args).AsInt64()
+	if err != nil {
+		return err
+	}
+	if moved == 1 {
+		w.c.deadLettered.Add(1)
+		w.log.Error("async: order dead-lettered: it will not be persisted; reconciliation gives its stock back",
+			"entry", it.entry, "order", order, "user", user, "reason", reason, "deliveries", it.deliveries)
+	}
+	return nil
+}
+
+// parseOrder reads a stream entry as an order with status created.
+func parseOrder(voucherID int64, e rueidis.XRangeEntry) (flashsale.Order, error) {
+	id, err := strconv.ParseInt(e.FieldValues["o"], 10, 64)
+	if err != nil || id <= 0 {
+		return flashsale.Order{}, fmt.Errorf("%w: entry %s: order id %q", ErrMalformed, e.ID, e.FieldValues["o"])
+	}
+	user, err := strconv.ParseInt(e.FieldValues["u"], 10, 64)
+	if err != nil || user <= 0 {
+		return flashsale.Order{}, fmt.Errorf("%w: entry %s: user id %q", ErrMalformed, e.ID, e.FieldValues["u"])
+	}
+	return flashsale.Order{ID: id, VoucherID: voucherID, UserID: user, Status: flashsale.StatusCreated, CreatedAt: entryTime(e.ID)}, nil
+}

@@ -1,0 +1,240 @@
+package async
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/store"
+	"github.com/redis/rueidis"
+)
+
+// The multi-process tests re-run this test binary as a consumer process,
+// configured through these environment variables, so it can be killed.
+const (
+	helperEnv        = "ASYNC_TEST_CONSUMER" // "1" runs a consumer instead of the tests
+	helperPrefix     = "ASYNC_TEST_PREFIX"
+	helperURL        = "ASYNC_TEST_DB"
+	helperName       = "ASYNC_TEST_NAME"
+	helperBatch      = "ASYNC_TEST_BATCH"
+	helperDeliveries = "ASYNC_TEST_MAX_DELIVERIES"
+	// helperHangAfter: once this many orders are inserted, the process
+	// persists one more batch, sets the key <prefix>hung, and hangs
+	// before acknowledging it.
+	helperHangAfter = "ASYNC_TEST_HANG_AFTER"
+	// helperPoison: the process kills itself (SIGKILL) when a batch holds
+	// this order id, like a consumer crashing on a poisonous order.
+	helperPoison = "ASYNC_TEST_POISON"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		runConsumerProcess()
+		return
+	}
+	m.Run()
+}
+
+// runConsumerProcess runs a Consumer until SIGTERM or SIGKILL. Setup
+// errors panic: the process exits and the test waiting for it fails.
+func runConsumerProcess() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	client, err := rueidis.NewClient(testenv.RedisOption())
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	db, err := store.Open(ctx, os.Getenv(helperURL))
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	atoi := func(name string) int64 {
+		n, _ := strconv.ParseInt(os.Getenv(name), 10, 64)
+		return n
+	}
+	p := &helperPersister{db: db, client: client, prefix: os.Getenv(helperPrefix),
+		hangAfter: atoi(helperHangAfter), poison: atoi(helperPoison)}
+	c := NewConsumer(client, p, ConsumerConfig{
+		Prefix:        os.Getenv(helperPrefix),
+		Name:          os.Getenv(helperName),
+		BatchSize:     int(atoi(helperBatch)),
+		MaxDeliveries: atoi(helperDeliveries),
+		Block:         100 * time.Millisecond,
+		ClaimIdle:     time.Second,
+		Refresh:       100 * time.Millisecond,
+		Logger:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	})
+	if err := c.Run(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// helperPersister is a store that crashes or hangs on cue.
+type helperPersister struct {
+	db        *store.DB
+	client    rueidis.Client
+	prefix    string
+	hangAfter int64
+	poison    int64
+	inserted  atomic.Int64
+}
+
+// PersistOrders implements Persister.
+func (p *helperPersister) PersistOrders(ctx context.Context, orders []flashsale.Order) (store.PersistResult, error) {
+	if p.poison != 0 && slices.ContainsFunc(orders, func(o flashsale.Order) bool { return o.ID == p.poison }) {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	res, err := p.db.PersistOrders(ctx, orders)
+	if err == nil && p.hangAfter > 0 && p.inserted.Add(int64(res.Inserted)) > p.hangAfter {
+		if err := p.client.Do(ctx, p.client.B().Set().Key(p.prefix+"hung").Value("1").Build()).Error(); err != nil {
+			panic(err)
+		}
+		select {} // never acknowledge: wait for SIGKILL
+	}
+	return res, err
+}
+
+// consumerProcess is a running consumer process.
+type consumerProcess struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// startConsumer starts a consumer process on the env with extra settings
+// ("NAME=value"). Its log goes to a file printed if the test fails; it is
+// killed when the test ends.
+func startConsumer(t *testing.T, e *env, name string, settings ...string) *consumerProcess {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", helperPrefix+"="+e.prefix, helperURL+"="+e.url, helperName+"="+name)
+	cmd.Env = append(cmd.Env, settings...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &consumerProcess{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait() // the exit status is read through ProcessState
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			out, _ := os.ReadFile(logPath)
+			t.Logf("log of consumer process %s:\n%s", name, out)
+		}
+	})
+	return p
+}
+
+// kill kills the process with SIGKILL and waits for it.
+func (p *consumerProcess) kill() {
+	_ = p.cmd.Process.Kill() // it may be gone already
+	<-p.exited
+}
+
+// pendingOf returns the entries of the voucher's stream pending on a
+// consumer.
+func (e *env) pendingOf(voucherID int64, consumer string) int {
+	e.t.Helper()
+	key := e.svc.keys.voucher(voucherID).orders
+	p, err := e.do(e.client.B().Xpending().Key(key).Group(DefaultGroup).Start("-").End("+").Count(10000).Consumer(consumer).Build()).ToArray()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(p)
+}
+
+func TestConsumerProcessKilledMidDrainIsTakenOver(t *testing.T) {
+	e := newEnv(t)
+	v := e.voucher(500)
+	accepted := sell(t, e, v.ID, 2000, 3)
+	if len(accepted) != 500 {
+		t.Fatalf("%d orders accepted, want 500", len(accepted))
+	}
+	first := startConsumer(t, e, "first", helperBatch+"=20", helperHangAfter+"=100")
+	e.waitFor("the first consumer to hang mid-drain", 60*time.Second, func() (bool, error) {
+		err := e.client.Do(context.Background(), e.client.B().Get().Key(e.prefix+"hung").Build()).Error()
+		return err == nil, nil
+	})
+	first.kill()
+	held := e.pendingOf(v.ID, "first")
+	if held == 0 {
+		t.Fatal("the killed consumer holds no entries; the test kills too late")
+	}
+	t.Logf("killed the first consumer holding %d persisted, unacknowledged entries", held)
+
+	startConsumer(t, e, "second", helperBatch+"=50")
+	e.waitDrained(v.ID, 500)
+	e.checkSold(v, accepted)
+	if n := e.pendingOf(v.ID, "first"); n != 0 {
+		t.Errorf("%d entries still pending on the killed consumer; want all taken over", n)
+	}
+	if dead := e.deadLetters(v.ID); len(dead) != 0 {
+		t.Errorf("dead letters %v; want none", dead)
+	}
+}
+
+func TestPoisonOrderIsDeadLetteredAfterCrashes(t *testing.T) {
+	const maxDeliveries = 2
+	e := newEnv(t)
+	v := e.voucher(20)
+	accepted := e.buy(v.ID, users(1, 20)...)
+	poison := accepted[9]
+	settings := []string{helperBatch + "=1", helperPoison + "=" + itoa(poison.ID), fmt.Sprintf("%s=%d", helperDeliveries, maxDeliveries)}
+
+	crashes := 0
+	for run := 1; ; run++ {
+		if run > maxDeliveries+2 {
+			t.Fatalf("the poison order was not dead-lettered after %d crashes", crashes)
+		}
+		p := startConsumer(t, e, fmt.Sprintf("run%d", run), settings...)
+		crashed := false
+		e.waitFor("a crash or the end of the drain", 60*time.Second, func() (bool, error) {
+			select {
+			case <-p.exited:
+				crashed = true
+				return true, nil
+			default:
+			}
+			a, err := e.db.AuditVoucher(context.Background(), v.ID)
+			return a.Orders == 19 && len(e.deadLetters(v.ID)) == 1, err
+		})
+		if !crashed {
+			break
+		}
+		crashes++
+	}
+	if crashes != maxDeliveries {
+		t.Errorf("%d crashes, want %d (one per delivery allowed)", crashes, maxDeliveries)
+	}
+	dead := e.deadLetters(v.ID)[0].FieldValues
+	if dead["o"] != itoa(poison.ID) || dead["reason"] != fmt.Sprintf("delivered %d times", maxDeliveries+1) {
+		t.Errorf("dead letter = %v; want order %d delivered %d times", dead, poison.ID, maxDeliveries+1)
+	}
+	e.waitDrained(v.ID, 19)
+	if _, err := e.db.FindOrder(context.Background(), poison.ID); code(err) != flashsale.ENotFound {
+		t.Errorf("the poison order is in MySQL: %v", err)
+	}
+}

@@ -1,0 +1,147 @@
+package async
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flashsale/flashsale"
+)
+
+// kinds returns the kinds, users and fixed flags of diffs, sorted, as
+// "kind user fixed" lines.
+func kinds(diffs []Diff) []string {
+	var out []string
+	for _, d := range diffs {
+		fixed := ""
+		if d.Fixed {
+			fixed = " fixed"
+		}
+		out = append(out, string(d.Kind)+" "+itoa(d.UserID)+fixed)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(20)
+	vk := e.svc.keys.voucher(v.ID)
+	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+
+	persisted := e.buy(v.ID, users(1, 10)...)
+	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 10)
+	stop()
+	if rep, err := r.Voucher(ctx, v.ID, false); err != nil || len(rep.Diffs) != 0 || rep.Buyers != 10 || rep.Orders != 10 {
+		t.Fatalf("before crafting: %+v, %v; want no differences", rep, err)
+	}
+
+	// User 1's order is deleted from MySQL (and its unit given back there).
+	if _, err := e.sql.Exec("DELETE FROM orders WHERE id = ?", persisted[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sql.Exec("UPDATE vouchers SET remaining = remaining + 1 WHERE id = ?", v.ID); err != nil {
+		t.Fatal(err)
+	}
+	// User 11's order is dead-lettered by a consumer.
+	e.buy(v.ID, 11)
+	entry := e.deliver(v.ID, "c", 1)[0]
+	keys := []string{vk.orders, vk.dead, vk.failed}
+	args := []string{DefaultGroup, entry.ID, entry.FieldValues["o"], "11", "crafted", "1"}
+	if err := deadScript.Exec(ctx, e.client, keys, args).Error(); err != nil {
+		t.Fatal(err)
+	}
+	// User 12's entry is lost from the stream before anyone read it.
+	lost := e.buy(v.ID, 12)[0]
+	unread, err := e.do(e.client.B().Xrange().Key(vk.orders).Start("-").End("+").Build()).AsXRange()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.do(e.client.B().Xdel().Key(vk.orders).Id(unread[len(unread)-1].ID).Build())
+	// User 13's order is waiting in the stream: in flight, no difference.
+	waiting := e.buy(v.ID, 13)
+
+	rep, err := r.Voucher(ctx, v.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"dead_letter 11", "lost_order 1", "lost_order 12"}
+	if got := kinds(rep.Diffs); !slices.Equal(got, want) || rep.InFlight != 1 || rep.DeadLetters != 1 {
+		t.Fatalf("report = %v, in flight %d, dead letters %d; want %v, 1, 1", got, rep.InFlight, rep.DeadLetters, want)
+	}
+
+	rep, err = r.Voucher(ctx, v.ID, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"dead_letter 11 fixed", "lost_order 1 fixed", "lost_order 12 fixed"}
+	if got := kinds(rep.Diffs); !slices.Equal(got, want) {
+		t.Fatalf("fix = %v; want %v", got, want)
+	}
+	// User 11 got the unit back and may buy again.
+	again := e.buy(v.ID, 11)
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 13)
+	rep, err = r.Voucher(ctx, v.ID, false)
+	if err != nil || len(rep.Diffs) != 0 {
+		t.Fatalf("after the repair and the drain: %+v, %v; want no differences", rep, err)
+	}
+	e.checkSold(v, slices.Concat(persisted, []*flashsale.Order{lost}, waiting, again))
+}
+
+func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(10)
+	vk := e.svc.keys.voucher(v.ID)
+	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	accepted := e.buy(v.ID, 1, 2)
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 2)
+
+	// Redis records another order id for user 1 than MySQL holds.
+	e.do(e.client.B().Hset().Key(vk.buyers).FieldValue().FieldValue("1", itoa(accepted[0].ID+7)).Build())
+	// MySQL has an order for user 3, whom Redis never accepted.
+	if err := e.db.InsertOrder(ctx, &flashsale.Order{ID: accepted[1].ID + 100, VoucherID: v.ID, UserID: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// A voucher created in MySQL only.
+	id, err := e.ids.NextID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold := &flashsale.Voucher{ID: id, Title: "cold", Stock: 5, BeginTime: v.BeginTime, EndTime: v.EndTime}
+	if err := e.db.CreateVoucher(ctx, cold); err != nil {
+		t.Fatal(err)
+	}
+
+	reports, err := r.All(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, rep := range reports {
+		got = append(got, kinds(rep.Diffs)...)
+	}
+	slices.Sort(got)
+	// The order of user 3 is an order nobody took stock for in MySQL
+	// either: remaining was not decremented.
+	want := []string{"mysql_stock 0", "not_loaded 0", "order_mismatch 1 fixed", "unknown_order 3"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("reports = %v; want %v", got, want)
+	}
+	order, err := e.do(e.client.B().Hget().Key(vk.buyers).Field("1").Build()).ToString()
+	if err != nil || order != itoa(accepted[0].ID) {
+		t.Errorf("buyer 1 after the repair records order %q, %v; want MySQL's %d", order, err, accepted[0].ID)
+	}
+	for _, rep := range reports {
+		for _, d := range rep.Diffs {
+			if d.Detail == "" || !strings.Contains(string(d.Kind), "_") {
+				t.Errorf("difference without detail: %+v", d)
+			}
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package async
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/store"
+	"github.com/redis/rueidis"
+	"golang.org/x/sync/singleflight"
+)
+
+var (
+	_ flashsale.OrderService   = (*Service)(nil)
+	_ flashsale.VoucherService = (*Service)(nil)
+)
+
+// Config configures a Service. OrderIDs is required.
+type Config struct {
+	// Prefix starts every Redis key (default DefaultPrefix); Group is the
+	// consumer group of the order streams (default DefaultGroup). The
+	// Consumer and Reconciler must use the same.
+	Prefix string
+	Group  string
+	// OrderIDs gives order ids; VoucherIDs gives voucher ids (default
+	// OrderIDs).
+	OrderIDs   flashsale.IDGenerator
+	VoucherIDs flashsale.IDGenerator
+	// VerdictTTL is how long an instance remembers that a voucher is sold
+	// out, ended or not started (then never past the start Redis named)
+	// and refuses orders for it without asking Redis (default 1s). Stock
+	// given back by reconciliation is noticed after at most this.
+	VerdictTTL time.Duration
+	// PointerTTL is how long an accepted order can be found by id before
+	// the consumer persists it (default 24h).
+	PointerTTL time.Duration
+	// Logger gets what goes wrong off the request path (default
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// Service takes orders through the Redis gate and creates and finds
+// vouchers: it implements flashsale.OrderService and
+// flashsale.VoucherService. Orders it accepts are pending until a Consumer
+// persists them. It is safe for concurrent use.
+type Service struct {
+	client rueidis.Client
+	db     *store.DB
+	keys   keyspace
+	cfg    Config
+	log    *slog.Logger
+
+	// locals holds, per voucher that exists, its gate keys and the
+	// instance's remembered verdict.
+	locals sync.Map // int64 → *local
+	// statics caches each voucher's row: nothing in it but the stock
+	// figures changes after creation, and those come from Redis.
+	statics sync.Map // int64 → flashsale.Voucher
+	loads   singleflight.Group
+}
+
+// NewService returns a Service on the Redis client and the store.
+func NewService(client rueidis.Client, db *store.DB, cfg Config) (*Service, error) {
+	if client == nil || db == nil || cfg.OrderIDs == nil {
+		return nil, errors.New("async: a Redis client, a store and an order ID generator are required")
+	}
+	cfg.Prefix = orDefault(cfg.Prefix, DefaultPrefix)
+	cfg.Group = orDefault(cfg.Group, DefaultGroup)
+	cfg.VoucherIDs = orDefault(cfg.VoucherIDs, cfg.OrderIDs)
+	cfg.VerdictTTL = orDefault(cfg.VerdictTTL, time.Second)
+	cfg.PointerTTL = orDefault(cfg.PointerTTL, 24*time.Hour)
+	cfg.Logger = orDefault(cfg.Logger, slog.Default())
+	return &Service{client: client, db: db, keys: keyspace{cfg.Prefix}, cfg: cfg, log: cfg.Logger}, nil
+}
+
+// local is what an instance keeps about one voucher.
+type local struct {
+	gateKeys []string // meta, buyers, orders
+	verdict  atomic.Pointer[verdict]
+}
+
+// verdict is a refusal remembered until a deadline.
+type verdict struct {
+	code  string
+	until time.Time
+}
+
+// newLocal returns the local state of a voucher.
+func (k keyspace) newLocal(voucherID int64) *local {
+	vk := k.voucher(voucherID)
+	return &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}}
+}
+
+// remember makes the instance refuse orders with code for ttl.
+func (l *local) remember(code string, ttl time.Duration) {
+	l.verdict.Store(&verdict{code: code, until: time.Now().Add(ttl)})
+}
+
+// refusal returns the remembered refusal, or nil when there is none.
+func (l *local) refusal() error {
+	v := l.verdict.Load()
+	if v == nil {
+		return nil
+	}
+	left := time.Until(v.until)
+	if left <= 0 {
+		return nil
+	}
+	return refusal(v.code, left)
+}
+
+// refusal returns the error for a refusal the gate answered, or the
+// instance remembers: ENotStarted with retryAfter, EEnded or ESoldOut.
+func refusal(code string, retryAfter time.Duration) error {
+	switch code {
+	case flashsale.ENotStarted:
+		e := flashsale.Errorf(flashsale.ENotStarted, "the sale has not started")
+		e.RetryAfter = retryAfter
+		return e
+	case flashsale.EEnded:
+		return flashsale.Errorf(flashsale.EEnded, "the sale has ended")
+	}
+	return flashsale.Errorf(flashsale.ESoldOut, "sold out")
+}
+
+// local returns the state of a voucher, and whether it is kept: only
+// vouchers the gate has found are, so requests for made-up ids do not grow
+// the map.
+func (s *Service) local(voucherID int64) (*local, bool) {
+	if l, ok := s.locals.Load(voucherID); ok {
+		return l.(*local), true
+	}
+	return s.keys.newLocal(voucherID), false
+}
+
+// keep records the state of a voucher the gate has found.
+func (s *Service) keep(voucherID int64, l *local) {
+	s.locals.LoadOrStore(voucherID, l)
+}
+
+// unavailable wraps a Redis error as EUnavailable: the caller may retry.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("async: %s: %w: %w", op, flashsale.Errorf(flashsale.EUnavailable, "the order service is unavailable, try again"), err)
+}

@@ -1,0 +1,173 @@
+package async
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/store"
+)
+
+// loadTimeout bounds a reload, which runs detached from the request that
+// asked for it: the requests waiting for it share its outcome.
+const loadTimeout = 30 * time.Second
+
+// buyersChunk is how many buyers one HSET restores.
+const buyersChunk = 1000
+
+// CreateVoucher validates v, assigns its id, stores it in MySQL and loads
+// its stock and sale window into Redis, so it can be sold. If Redis cannot
+// be loaded, the MySQL row is deleted again and the error returned
+// (EUnavailable): a voucher is created in both or in neither.
+func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error {
+	if err := v.Validate(); err != nil {
+		return err
+	}
+	id, err := s.cfg.VoucherIDs.NextID(ctx)
+	if err != nil {
+		return unavailable("voucher id", err)
+	}
+	v.ID = id
+	if err := s.db.CreateVoucher(ctx, v); err != nil {
+		return err
+	}
+	if err := s.loadRedis(ctx, v, nil); err != nil {
+		s.undoCreate(ctx, v.ID)
+		return unavailable(fmt.Sprintf("create voucher %d: load into Redis (the voucher was not created)", v.ID), err)
+	}
+	s.statics.Store(v.ID, *v)
+	return nil
+}
+
+// undoCreate removes what a failed CreateVoucher wrote. The load script
+// either ran or not, but a timeout cannot tell which, so the Redis keys are
+// deleted too; nobody has the voucher's id yet, so nobody has bought.
+func (s *Service) undoCreate(ctx context.Context, id int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+	defer cancel()
+	vk := s.keys.voucher(id)
+	for _, cmd := range s.client.DoMulti(ctx,
+		s.client.B().Del().Key(vk.meta, vk.buyers, vk.orders).Build(),
+		s.client.B().Srem().Key(s.keys.registry()).Member(strconv.FormatInt(id, 10)).Build(),
+	) {
+		if err := cmd.Error(); err != nil {
+			s.log.Error("async: undoing a voucher: Redis keys left behind (reconcile reports them)", "voucher", id, "err", err)
+		}
+	}
+	if err := s.db.DeleteVoucher(ctx, id); err != nil {
+		s.log.Error("async: undoing a voucher: MySQL row left behind; it is reloaded into Redis when first ordered", "voucher", id, "err", err)
+	}
+}
+
+// FindVoucher returns the voucher with its live figures from Redis:
+// Remaining is the gate's stock and Orders the number of buyers it
+// accepted, persisted or not. A voucher not loaded in Redis has the
+// figures MySQL holds. It returns ENotFound when there is no such voucher.
+func (s *Service) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher, error) {
+	v, err := s.static(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	vk := s.keys.voucher(id)
+	snap, err := snapshotScript.Exec(ctx, s.client, []string{vk.meta, vk.buyers}, nil).AsIntSlice()
+	if err != nil {
+		return nil, unavailable(fmt.Sprintf("find voucher %d", id), err)
+	}
+	if len(snap) == 3 {
+		v.Remaining, v.Orders = int(snap[0]), int(snap[2])
+		return &v, nil
+	}
+	return s.db.FindVoucher(ctx, id)
+}
+
+// static returns a copy of the voucher's row, read from MySQL once.
+func (s *Service) static(ctx context.Context, id int64) (flashsale.Voucher, error) {
+	if v, ok := s.statics.Load(id); ok {
+		return v.(flashsale.Voucher), nil
+	}
+	v, err := s.db.Voucher(ctx, id)
+	if err != nil {
+		return flashsale.Voucher{}, err
+	}
+	s.statics.Store(id, *v)
+	return *v, nil
+}
+
+// Reload loads a voucher from MySQL into Redis if it is missing there: its
+// sale window, the stock MySQL has left, its buyers from MySQL's orders,
+// and the orders still in its stream (accepted but not persisted). It is
+// idempotent and safe to run from several instances at once: only the
+// first load writes the stock. It returns ENotFound when the voucher is
+// not in MySQL either. Concurrent calls for one voucher share one load.
+func (s *Service) Reload(ctx context.Context, voucherID int64) error {
+	_, err, _ := s.loads.Do(strconv.FormatInt(voucherID, 10), func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+		defer cancel()
+		return nil, s.reload(ctx, voucherID)
+	})
+	return err
+}
+
+// reload is Reload without the sharing.
+func (s *Service) reload(ctx context.Context, voucherID int64) error {
+	vk := s.keys.voucher(voucherID)
+	n, err := s.client.Do(ctx, s.client.B().Exists().Key(vk.meta).Build()).AsInt64()
+	if err != nil {
+		return unavailable(fmt.Sprintf("reload voucher %d", voucherID), err)
+	}
+	if n == 1 {
+		return nil
+	}
+	// One snapshot: the remaining stock and the orders that took the rest.
+	var v *flashsale.Voucher
+	var orders []flashsale.Order
+	err = s.db.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		if v, err = tx.Voucher(ctx, voucherID); err != nil {
+			return err
+		}
+		orders, err = tx.VoucherOrders(ctx, voucherID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.loadRedis(ctx, v, orders); err != nil {
+		return unavailable(fmt.Sprintf("reload voucher %d", voucherID), err)
+	}
+	s.log.Info("async: voucher loaded into Redis from MySQL", "voucher", voucherID, "remaining", v.Remaining, "orders", len(orders))
+	return nil
+}
+
+// loadRedis writes a voucher into Redis: the buyers of orders, then the
+// registry entry, then, atomically and only if it is still missing, the
+// meta hash with the consumer group. The gate sells nothing until the last
+// step, so it never sees half a voucher.
+func (s *Service) loadRedis(ctx context.Context, v *flashsale.Voucher, orders []flashsale.Order) error {
+	vk := s.keys.voucher(v.ID)
+	for start := 0; start < len(orders); start += buyersChunk {
+		cmd := s.client.B().Hset().Key(vk.buyers).FieldValue()
+		for _, o := range orders[start:min(start+buyersChunk, len(orders))] {
+			cmd = cmd.FieldValue(strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
+		}
+		if err := s.client.Do(ctx, cmd.Build()).Error(); err != nil {
+			return err
+		}
+	}
+	// Registered before it can take orders: a consumer may find it before
+	// its stream exists, and waits.
+	if err := s.client.Do(ctx, s.client.B().Sadd().Key(s.keys.registry()).Member(strconv.FormatInt(v.ID, 10)).Build()).Error(); err != nil {
+		return err
+	}
+	keys := []string{vk.meta, vk.buyers, vk.orders}
+	args := []string{strconv.Itoa(v.Remaining), strconv.Itoa(v.Stock), micros(v.BeginTime), micros(v.EndTime), s.cfg.Group}
+	return loadScript.Exec(ctx, s.client, keys, args).Error()
+}
+
+// Backlog returns how many accepted orders are not persisted yet, summed
+// over the registered vouchers; see Consumer.Backlog.
+func (s *Service) Backlog(ctx context.Context) (int64, error) {
+	return backlog(ctx, s.client, s.keys, s.cfg.Group)
+}

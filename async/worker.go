@@ -1,0 +1,214 @@
+package async
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// worker consumes one voucher's stream for a Consumer.
+type worker struct {
+	c       *Consumer
+	voucher int64
+	keys    voucherKeys
+	log     *slog.Logger
+
+	cursor     string    // where the next XAUTOCLAIM pass starts
+	nextClaim  time.Time // when to look for idle entries of other consumers
+	nextRetire time.Time // when to check whether the voucher is done
+}
+
+// run consumes until ctx is done, starting over after an error.
+func (w *worker) run(ctx context.Context) {
+	w.log = w.c.log.With("voucher", w.voucher)
+	waiting := false
+	for {
+		err := w.consume(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case isNoGroup(err):
+			// Registered before its stream was created, or lost by Redis:
+			// the next load creates it.
+			if !waiting {
+				w.log.Info("async: waiting for the voucher's stream to be loaded", "err", err)
+			}
+			waiting = true
+		default:
+			waiting = false
+			w.log.Warn("async: consuming failed; starting over", "err", err)
+		}
+		if sleep(ctx, w.c.cfg.Refresh) != nil {
+			return
+		}
+	}
+}
+
+// consume finishes the entries this consumer was delivered before, then
+// reads new entries, taking over idle ones of other consumers now and then,
+// until ctx is done or Redis fails.
+func (w *worker) consume(ctx context.Context) error {
+	if err := w.drainOwn(ctx); err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		if !time.Now().Before(w.nextClaim) {
+			if err := w.claim(ctx); err != nil {
+				return err
+			}
+			w.nextClaim = time.Now().Add(w.c.cfg.ClaimIdle / 2)
+		}
+		n, err := w.readNew(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 && !time.Now().Before(w.nextRetire) {
+			if err := w.retireIfDone(ctx); err != nil {
+				return err
+			}
+			w.nextRetire = time.Now().Add(w.c.cfg.ClaimIdle)
+		}
+	}
+	return ctx.Err()
+}
+
+// drainOwn persists the entries delivered to this consumer's name and not
+// acknowledged: left by an earlier Run, or by a failure just now.
+func (w *worker) drainOwn(ctx context.Context) error {
+	for {
+		cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.c.cfg.BatchSize)).
+			Streams().Key(w.keys.orders).Id("0").Build()
+		res, err := w.c.client.Do(ctx, cmd).AsXRead()
+		if err != nil {
+			return err
+		}
+		entries := res[w.keys.orders]
+		if len(entries) == 0 {
+			return nil
+		}
+		// No delivery count check: this consumer is alive, so the entries
+		// did not kill it.
+		if err := w.handle(ctx, entries, nil); err != nil {
+			return err
+		}
+	}
+}
+
+// readNew reads and persists new entries, waiting up to Block for them,
+// and returns how many it read.
+func (w *worker) readNew(ctx context.Context) (int, error) {
+	cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.c.cfg.BatchSize)).
+		Block(w.c.cfg.Block.Milliseconds()).Streams().Key(w.keys.orders).Id(">").Build()
+	res, err := w.c.client.Do(ctx, cmd).AsXRead()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	entries := res[w.keys.orders]
+	return len(entries), w.handle(ctx, entries, nil)
+}
+
+// claim takes over the entries other consumers have left idle for
+// ClaimIdle (they died, or hang), in one pass over the group's pending
+// entries, and persists them. It also deletes consumers without pending
+// entries that have been idle for twice ClaimIdle: processes that are gone.
+func (w *worker) claim(ctx context.Context) error {
+	if w.cursor == "" {
+		w.cursor = "0-0"
+	}
+	for {
+		args := []string{w.c.cfg.Group, w.c.cfg.Name, strconv.FormatInt(w.c.cfg.ClaimIdle.Milliseconds(), 10),
+			w.cursor, strconv.Itoa(w.c.cfg.BatchSize)}
+		res, err := claimScript.Exec(ctx, w.c.client, []string{w.keys.orders}, args).ToArray()
+		if err != nil {
+			return err
+		}
+		next, err := res[0].ToString()
+		if err != nil {
+			return err
+		}
+		entries, err := res[1].AsXRange()
+		if err != nil {
+			return err
+		}
+		counts, err := res[2].AsIntSlice()
+		if err != nil {
+			return err
+		}
+		gone, err := res[3].AsStrSlice()
+		if err != nil {
+			return err
+		}
+		for _, id := range gone {
+			w.lostEntry(id)
+		}
+		if len(entries) > 0 {
+			w.c.claimed.Add(uint64(len(entries)))
+			w.log.Info("async: took over entries another consumer left idle", "entries", len(entries))
+			if err := w.handle(ctx, entries, counts); err != nil {
+				return err
+			}
+		}
+		w.cursor = next
+		if next == "0-0" {
+			break
+		}
+	}
+	idle := strconv.FormatInt(2*w.c.cfg.ClaimIdle.Milliseconds(), 10)
+	return reapScript.Exec(ctx, w.c.client, []string{w.keys.orders}, []string{w.c.cfg.Group, idle}).Error()
+}
+
+// retireIfDone removes the voucher from the registry when its sale is over
+// and every order is persisted: no entry can arrive any more. Whoever adds
+// an entry later (reconciliation) appends it first and registers the
+// voucher again after, so removing, then checking again and re-adding on a
+// surprise, never strands an entry.
+func (w *worker) retireIfDone(ctx context.Context) error {
+	done, err := w.done(ctx)
+	if err != nil || !done {
+		return err
+	}
+	id := strconv.FormatInt(w.voucher, 10)
+	if err := w.c.client.Do(ctx, w.c.client.B().Srem().Key(w.c.keys.registry()).Member(id).Build()).Error(); err != nil {
+		return err
+	}
+	if done, err = w.done(ctx); err == nil && done {
+		w.log.Info("async: the sale is over and every order is persisted; voucher retired from the registry")
+		return nil
+	}
+	return w.c.client.Do(ctx, w.c.client.B().Sadd().Key(w.c.keys.registry()).Member(id).Build()).Error()
+}
+
+// done reports whether the sale is over by Redis's clock and the group has
+// acknowledged every entry.
+func (w *worker) done(ctx context.Context) (bool, error) {
+	v, err := backlogScript.Exec(ctx, w.c.client, []string{w.keys.orders, w.keys.meta}, []string{w.c.cfg.Group}).AsIntSlice()
+	if err != nil {
+		return false, err
+	}
+	return v[0] == 0 && v[1] == 1, nil
+}
+
+// lostEntry reports an entry that was pending but is gone from the stream.
+func (w *worker) lostEntry(id string) {
+	w.c.lost.Add(1)
+	w.log.Error("async: a pending entry was deleted from the stream before it was persisted; reconciliation re-queues its order", "entry", id)
+}
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
