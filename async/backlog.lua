@@ -27,6 +27,11 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
     -- XDEL (XTRIM does not count): then count what follows the last
     -- delivered entry instead.
     local lag = info['lag']
+    -- Without entries-read (miniredis, or a group created at an explicit
+    -- id) lag is not known either.
+    if not info['entries-read'] then
+      lag = false
+    end
     local stream = redis.call('XINFO', 'STREAM', KEYS[1])
     for i = 1, #stream, 2 do
       if stream[i] == 'max-deleted-entry-id' and stream[i + 1] ~= '0-0' then
