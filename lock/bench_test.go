@@ -1,0 +1,129 @@
+package lock
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkUncontended measures acquire+release pairs on keys nobody else
+// wants: one goroutine (round-trip bound), and many goroutines on distinct
+// keys (where rueidis pipelines the scripts of all of them).
+func BenchmarkUncontended(b *testing.B) {
+	b.Run("sequential", func(b *testing.B) {
+		c, _, _ := newTestClient(b)
+		m := c.Mutex("seq")
+		ctx := context.Background()
+		b.ResetTimer()
+		for b.Loop() {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	})
+	b.Run("parallel", func(b *testing.B) {
+		c, _, _ := newTestClient(b)
+		ctx := context.Background()
+		var next atomic.Int64
+		b.SetParallelism(32) // 64 goroutines on 2 cores
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			m := c.Mutex("par" + strconv.FormatInt(next.Add(1), 10))
+			for pb.Next() {
+				l, err := m.Lock(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	})
+}
+
+// BenchmarkContended has 64 goroutines of one process take turns on one
+// key; b.N is the total number of acquisitions. It reports acquisitions per
+// second and the wait of each Lock call.
+func BenchmarkContended(b *testing.B) {
+	const workers = 64
+	c, _, _ := newTestClient(b)
+	m := c.Mutex("hot")
+	ctx := context.Background()
+	var (
+		left  atomic.Int64
+		mu    sync.Mutex
+		waits []time.Duration
+		wg    sync.WaitGroup
+	)
+	left.Store(int64(b.N))
+	b.ResetTimer()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for left.Add(-1) >= 0 {
+				t0 := time.Now()
+				l, err := m.Lock(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+				if err := l.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			mu.Lock()
+			waits = append(waits, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	slices.Sort(waits)
+	b.ReportMetric(float64(len(waits))/b.Elapsed().Seconds(), "acq/s")
+	b.ReportMetric(msAt(waits, 0.50), "p50-ms")
+	b.ReportMetric(msAt(waits, 0.99), "p99-ms")
+}
+
+// msAt returns the q-quantile of sorted durations in milliseconds.
+func msAt(sorted []time.Duration, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)-1))
+	return float64(sorted[i]) / float64(time.Millisecond)
+}
+
+// BenchmarkContendedProcesses is the seeds' worst case as the lead measures
+// it: 64 goroutines spread over 3 processes (22+21+21) on one key, for
+// LOCK_CONTENDED_DURATION (default 5s) whatever b.N is. It reports
+// acquisitions per second, the wait in Lock, Jain's fairness index and
+// overlapping holds (which fail it).
+func BenchmarkContendedProcesses(b *testing.B) {
+	c := contend(b, []int{22, 21, 21}, envDuration("LOCK_CONTENDED_DURATION", 5*time.Second))
+	if c.violations != 0 {
+		b.Fatalf("%d overlapping holds", c.violations)
+	}
+	b.ReportMetric(c.perSecond, "acq/s")
+	b.ReportMetric(float64(c.p50)/float64(time.Millisecond), "p50-ms")
+	b.ReportMetric(float64(c.p99)/float64(time.Millisecond), "p99-ms")
+	b.ReportMetric(c.jain, "fairness")
+	b.ReportMetric(float64(c.violations), "violations")
+	b.ReportMetric(0, "ns/op")
+}

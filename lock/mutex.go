@@ -1,0 +1,218 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Mutex is a named distributed lock. Get one from Client.Mutex; it is safe
+// for concurrent use, and each Lock or TryLock call is a separate
+// acquisition with its own owner token and fencing token.
+type Mutex struct {
+	client  *Client
+	name    string
+	cfg     mutexConfig
+	keyList [3]string // lock hash, queue, fence (see scripts/common.lua)
+
+	leaseArg    string // cfg.lease in ms
+	settingsArg string // the settings argument of the queue scripts
+}
+
+type mutexConfig struct {
+	lease          time.Duration
+	watchdog       bool
+	fenceRetention time.Duration
+}
+
+// MutexOption configures a Mutex.
+type MutexOption func(*mutexConfig)
+
+// WithLease gives each acquisition a fixed lease d: nothing renews it, so
+// the lock expires d after it was obtained unless Extend is called, and
+// Lost is closed then.
+func WithLease(d time.Duration) MutexOption {
+	return func(c *mutexConfig) { c.lease, c.watchdog = d, false }
+}
+
+// WithWatchdog keeps each acquisition alive while it is held by renewing its
+// lease every lease/3 (the default, with lease 10s). If the holder's process
+// dies, the lock expires at most lease later.
+func WithWatchdog(lease time.Duration) MutexOption {
+	return func(c *mutexConfig) { c.lease, c.watchdog = lease, true }
+}
+
+// WithFenceRetention sets how long Redis keeps the record of a lock's last
+// fencing token after seeding it (default 24h, at least 1s). Tokens never
+// go backwards when it is forgotten, as long as the Redis clock does not:
+// see Lock.Fence.
+func WithFenceRetention(d time.Duration) MutexOption {
+	return func(c *mutexConfig) { c.fenceRetention = d }
+}
+
+// Name returns the name of the lock.
+func (m *Mutex) Name() string { return m.name }
+
+// TryLock makes one attempt to obtain the lock and returns ErrNotObtained if
+// it is held, or if waiters are queued for it (they go first). If ctx
+// carries a held Lock of this mutex (see Lock.Context), TryLock re-enters it.
+func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
+	if l := m.heldIn(ctx); l != nil {
+		if err := l.Reenter(ctx); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if m.client.isClosed() {
+		return nil, ErrClosed
+	}
+	token := m.client.newToken()
+	start := time.Now()
+	g, ok, err := m.runQueue(ctx, acquireScript, token, false)
+	if err != nil {
+		m.cancel(ctx, token) // the script may have run
+		return nil, m.fail(ctx, "acquire", err)
+	}
+	if !ok {
+		return nil, ErrNotObtained
+	}
+	l := m.newLock(ctx, token, g, start)
+	m.client.took(nil, l, false)
+	return l, nil
+}
+
+// Lock obtains the lock, waiting until it is free or ctx is done, in which
+// case it returns ctx.Err() (within one round trip). Waiters are served in
+// turns: Clients in the order they queued in Redis, and the goroutines of
+// one Client in the order they called Lock (see the package doc). A release
+// hands the lock directly to the next waiter, which learns it from one
+// push, or from its own Client's release. If ctx carries a held Lock of
+// this mutex (see Lock.Context), Lock re-enters it and returns the same
+// handle.
+func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
+	if l := m.heldIn(ctx); l != nil {
+		if err := l.Reenter(ctx); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := m.client
+	w, rep, err := c.join(m, c.newToken())
+	if err != nil {
+		return nil, err
+	}
+	if rep {
+		start := time.Now()
+		g, ok, err := m.runQueue(ctx, acquireScript, w.token, true)
+		if err != nil {
+			m.leave(ctx, w) // the script may have run
+			return nil, m.fail(ctx, "acquire", err)
+		}
+		if ok {
+			return m.take(ctx, w, g, start), nil
+		}
+	}
+	return m.wait(ctx, w)
+}
+
+// wait blocks a waiter until the lock is handed to it: by a push, or found
+// by a check after a resubscribe or a jittered fallback delay. Only the
+// representative checks in Redis; the others wait for their turn.
+func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
+	c := m.client
+	t := time.NewTimer(c.fallback())
+	defer t.Stop()
+	for {
+		select {
+		case g := <-w.grants:
+			start := g.start
+			if !g.local {
+				start = time.Now() // see newLock
+			}
+			return m.take(ctx, w, g, start), nil
+		case <-w.recheck:
+		case <-t.C:
+		case <-ctx.Done():
+			m.leave(ctx, w)
+			return nil, ctx.Err()
+		case <-c.ctx.Done():
+			m.leave(ctx, w)
+			return nil, ErrClosed
+		}
+		t.Reset(c.fallback())
+		if !c.isRep(w) {
+			c.nudge(w)
+			continue
+		}
+		start := time.Now()
+		g, ok, err := m.runQueue(ctx, checkScript, w.token, true)
+		if err == nil && ok {
+			return m.take(ctx, w, g, start), nil
+		}
+		// On an error keep waiting: the next check may get through, and
+		// ctx bounds the wait.
+	}
+}
+
+// take turns a grant to waiter w into its Lock.
+func (m *Mutex) take(ctx context.Context, w *waiter, g grant, start time.Time) *Lock {
+	l := m.newLock(ctx, w.token, g, start)
+	m.client.took(w, l, g.local)
+	return l
+}
+
+// leave takes a waiter that gives up out of its line and, if it was queued
+// in Redis, out of the Redis queue before it returns, so that no entry is
+// left behind; if the lock was handed to it meanwhile, the cancel script
+// passes it on.
+func (m *Mutex) leave(ctx context.Context, w *waiter) {
+	pending, wasRep := m.client.leave(w)
+	if !wasRep {
+		return
+	}
+	if pending != nil {
+		<-pending // the release that enqueues w must run before w's cancel
+	}
+	m.cancel(ctx, w.token)
+}
+
+// cancel runs the cancel script for token. If Redis is unreachable, an
+// entry left behind expires with its queue, or, if the lock is handed to
+// it, with the handoff lease.
+func (m *Mutex) cancel(ctx context.Context, token string) {
+	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer stop()
+	_ = cancelScript.Exec(ctx, m.client.rc, m.keys(), m.queueArgs(token, false)).Error()
+}
+
+// fail returns ctx.Err() if ctx is done, else err (a Redis or connection
+// error) wrapped with context.
+func (m *Mutex) fail(ctx context.Context, op string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return fmt.Errorf("lock: %s %q: %w", op, m.name, err)
+}
+
+// heldIn returns the held Lock of this mutex that ctx carries, if any.
+func (m *Mutex) heldIn(ctx context.Context) *Lock {
+	l, _ := ctx.Value(ctxKey{}).(*Lock)
+	for ; l != nil; l = l.outer {
+		if l.m.client == m.client && l.m.name == m.name && l.isHeld() {
+			return l
+		}
+	}
+	return nil
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
