@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale/idgen"
+	"github.com/flashsale/flashsale/store"
+)
+
+// backendFlags name the Redis server and the database. Empty means the
+// embedded ones.
+type backendFlags struct {
+	redis string
+	db    string
+}
+
+func (f *backendFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); empty: an embedded in-process Redis, for trying things out")
+	fs.StringVar(&f.db, "db", "", "database URL (mysql://user:pass@host:port/name, the database must exist; or sqlite:///path.db); empty: an embedded SQLite file, for trying things out")
+}
+
+// backends are the open connections every command shares.
+type backends struct {
+	redis rueidis.Client
+	db    *store.DB
+	ids   *idgen.Generator
+	// redisURL and dbURL are where the backends are, embedded ones
+	// included, so other processes can reach them.
+	redisURL, dbURL string
+	closers         []func()
+}
+
+// openBackends connects to Redis and the database (migrating it) and starts
+// the ID generator, whose high-water mark comes from the orders table.
+// Missing URLs start embedded backends and say so in the log.
+func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *backends, err error) {
+	b := &backends{redisURL: f.redis, dbURL: f.db}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	opt, err := b.redisOption(log)
+	if err != nil {
+		return nil, err
+	}
+	if b.redis, err = rueidis.NewClient(opt); err != nil {
+		return nil, fmt.Errorf("connecting to Redis at %s: %w", b.redisURL, err)
+	}
+	b.closers = append(b.closers, b.redis.Close)
+	if b.dbURL == "" {
+		dir, err := os.MkdirTemp("", "flashsale-")
+		if err != nil {
+			return nil, err
+		}
+		b.closers = append(b.closers, func() { os.RemoveAll(dir) })
+		b.dbURL = "sqlite://" + filepath.Join(dir, "flashsale.db")
+		log.Warn("no --db given: using an embedded SQLite database, for trying things out only", "path", filepath.Join(dir, "flashsale.db"))
+	}
+	if b.db, err = store.Open(ctx, b.dbURL); err != nil {
+		return nil, fmt.Errorf("--db: %w", err)
+	}
+	b.closers = append(b.closers, func() { b.db.Close() })
+	b.ids = idgen.New(b.redis, "id", idgen.WithPrefix("flashsale:idgen:"), idgen.WithFloor(b.db.MaxOrderID), idgen.WithLogger(log))
+	b.closers = append(b.closers, b.ids.Close)
+	return b, nil
+}
+
+// redisOption returns the client options for --redis, starting an
+// embedded server (miniredis, listening on a loopback port) when it is
+// empty.
+func (b *backends) redisOption(log *slog.Logger) (rueidis.ClientOption, error) {
+	if b.redisURL != "" {
+		opt, err := rueidis.ParseURL(b.redisURL)
+		if err != nil {
+			return opt, fmt.Errorf("--redis: %w", err)
+		}
+		opt.DisableCache = true
+		return opt, nil
+	}
+	mr, err := miniredis.Run()
+	if err != nil {
+		return rueidis.ClientOption{}, fmt.Errorf("starting the embedded Redis: %w", err)
+	}
+	b.closers = append(b.closers, mr.Close)
+	b.redisURL = "redis://" + mr.Addr() + "/0"
+	log.Warn("no --redis given: using an embedded in-process Redis (miniredis), for trying things out only", "addr", mr.Addr())
+	// miniredis is one node without client-side caching.
+	return rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true, DisableCache: true}, nil
+}
+
+// Embedded reports whether any backend is an embedded one.
+func (f backendFlags) Embedded() bool { return f.redis == "" || f.db == "" }
+
+// Close releases everything openBackends opened, newest first.
+func (b *backends) Close() {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
+	b.closers = nil
+}
+
+// ready reports whether Redis and the database answer.
+func (b *backends) ready(ctx context.Context) (map[string]any, error) {
+	var errs []error
+	if err := b.redis.Do(ctx, b.redis.B().Ping().Build()).Error(); err != nil {
+		errs = append(errs, fmt.Errorf("redis: %w", err))
+	}
+	if err := b.db.Ping(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("database: %w", err))
+	}
+	return nil, errors.Join(errs...)
+}

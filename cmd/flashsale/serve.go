@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/httpapi"
+	"github.com/flashsale/flashsale/lock"
+	"github.com/flashsale/flashsale/ratelimit"
+	"github.com/flashsale/flashsale/strategy"
+)
+
+// serveConfig is everything `flashsale serve` is configured with.
+type serveConfig struct {
+	addr        string
+	strategy    string
+	jwtSecret   string
+	adminToken  string
+	rateUser    float64
+	rateIP      float64
+	raceWindow  time.Duration
+	lockWait    time.Duration
+	trustProxy  bool
+	backends    backendFlags
+	shutdownFor time.Duration
+	consume     bool
+	consumer    consumerFlags
+}
+
+// strategies lists what --strategy accepts: the synchronous ones and async.
+func strategies() []string { return append(slices.Clone(strategy.Names), "async") }
+
+func (c *serveConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&c.strategy, "strategy", "conditional", "how orders are taken: "+strings.Join(strategies(), ", "))
+	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret for user tokens (at least 32 bytes)")
+	fs.StringVar(&c.adminToken, "admin-token", "", "bearer token for admin routes (creating vouchers)")
+	fs.Float64Var(&c.rateUser, "rate-limit-user", 0, "order requests per second per user (0: no limit)")
+	fs.Float64Var(&c.rateIP, "rate-limit-ip", 0, "order requests per second per client IP (0: no limit)")
+	fs.DurationVar(&c.raceWindow, "race-window", 0, "sleep between reading and writing stock, to make races visible")
+	fs.DurationVar(&c.lockWait, "lock-wait", time.Second, "how long the lock strategy waits for a buyer's lock before answering busy")
+	fs.BoolVar(&c.trustProxy, "trust-proxy", false, "take the client IP from X-Forwarded-For (behind a reverse proxy)")
+	fs.DurationVar(&c.shutdownFor, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on shutdown")
+	fs.BoolVar(&c.consume, "consume", true, "with --strategy async, run the stream consumer in this process")
+	c.backends.register(fs)
+	c.consumer.register(fs)
+}
+
+func (c *serveConfig) validate() error {
+	if !slices.Contains(strategies(), c.strategy) {
+		return fmt.Errorf("--strategy must be one of %s, got %q", strings.Join(strategies(), ", "), c.strategy)
+	}
+	if c.rateUser < 0 || c.rateIP < 0 {
+		return errors.New("--rate-limit-user and --rate-limit-ip must not be negative")
+	}
+	if c.raceWindow < 0 {
+		return errors.New("--race-window must not be negative")
+	}
+	return nil
+}
+
+func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
+	var cfg serveConfig
+	fs := flag.NewFlagSet("flashsale serve", flag.ContinueOnError)
+	cfg.register(fs)
+	return &ffcli.Command{
+		Name:       "serve",
+		ShortUsage: "flashsale serve [flags]",
+		ShortHelp:  "run the HTTP service",
+		FlagSet:    fs,
+		Options:    envOptions(),
+		Exec: func(ctx context.Context, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(stderr, nil))
+			return serve(ctx, cfg, log, stdout)
+		},
+	}
+}
+
+// serve runs the service until ctx is cancelled, then drains in-flight
+// requests and closes the backends.
+func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) error {
+	b, err := openBackends(ctx, cfg.backends, log)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	inst, err := startInstance(cfg, b, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "flashsale: serving %s (strategy %s)\n", inst.URL, cfg.strategy)
+	select {
+	case err := <-inst.failed:
+		inst.Stop(context.WithoutCancel(ctx))
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownFor)
+	defer cancel()
+	return inst.Stop(sctx)
+}
+
+// instance is one running service: an HTTP server and, for async, its
+// consumer, on backends it shares with whoever opened them.
+type instance struct {
+	URL    string // http://host:port
+	srv    *http.Server
+	svc    *services
+	failed chan error // the server stopped by itself
+	// stopConsumer stops the consumer and waits for it.
+	stopConsumer func()
+}
+
+// startInstance starts serving cfg's strategy on cfg.addr over b.
+func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, error) {
+	authn, err := auth.New(cfg.jwtSecret, cfg.adminToken)
+	if err != nil {
+		return nil, fmt.Errorf("%w (set --jwt-secret or FLASHSALE_JWT_SECRET)", err)
+	}
+	svc, err := newServices(cfg, b, log)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		svc.close()
+		return nil, err
+	}
+	inst := &instance{URL: "http://" + ln.Addr().String(), svc: svc, failed: make(chan error, 1), stopConsumer: func() {}}
+	if svc.consumer != nil && cfg.consume {
+		cctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = svc.consumer.Run(cctx) }()
+		inst.stopConsumer = func() { cancel(); <-done }
+	}
+	api := &httpapi.Server{
+		Vouchers:   svc.vouchers,
+		Orders:     svc.orders,
+		Auth:       authn,
+		Limiter:    ratelimit.New(b.redis, "flashsale:rate:"),
+		UserRate:   cfg.rateUser,
+		IPRate:     cfg.rateIP,
+		TrustProxy: cfg.trustProxy,
+		Ready:      svc.ready,
+		Logger:     log,
+	}
+	inst.srv = &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy)
+	go func() {
+		if err := inst.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			inst.failed <- err
+		}
+	}()
+	return inst, nil
+}
+
+// Stop finishes in-flight requests (until ctx ends), then stops the
+// consumer after its current batch and releases the instance's services.
+func (inst *instance) Stop(ctx context.Context) error {
+	err := inst.srv.Shutdown(ctx)
+	inst.stopConsumer()
+	inst.svc.close()
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// services are what serve runs for one strategy.
+type services struct {
+	vouchers flashsale.VoucherService
+	orders   flashsale.OrderService
+	consumer *async.Consumer // async only
+	ready    httpapi.ReadyFunc
+	close    func()
+}
+
+// newServices builds the voucher and order services for the strategy.
+func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, error) {
+	if cfg.strategy == "async" {
+		svc, err := async.NewService(b.redis, b.db, async.Config{OrderIDs: b.ids, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		// The backlog shows how many accepted orders wait for MySQL, the
+		// more so while it is down.
+		ready := func(ctx context.Context) (map[string]any, error) {
+			_, err := b.ready(ctx)
+			n, berr := svc.Backlog(ctx)
+			return map[string]any{"backlog": n}, errors.Join(err, berr)
+		}
+		return &services{vouchers: svc, orders: svc, consumer: cfg.consumer.new(b, log), ready: ready, close: func() {}}, nil
+	}
+	locks := lock.New(b.redis, lock.WithPrefix("flashsale:lock:"))
+	orders, err := strategy.New(cfg.strategy, strategy.Config{
+		DB:         b.db,
+		IDs:        b.ids,
+		Locks:      locks,
+		RaceWindow: cfg.raceWindow,
+		LockWait:   cfg.lockWait,
+	})
+	if err != nil {
+		locks.Close()
+		return nil, err
+	}
+	return &services{vouchers: strategy.Vouchers(b.db, b.ids), orders: orders, ready: b.ready, close: func() { locks.Close() }}, nil
+}

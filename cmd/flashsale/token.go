@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/flashsale/flashsale/auth"
+)
+
+func tokenCommand(stdout io.Writer) *ffcli.Command {
+	fs := flag.NewFlagSet("flashsale token", flag.ContinueOnError)
+	secret := fs.String("jwt-secret", "", "HS256 secret the server verifies tokens with (at least 32 bytes)")
+	user := fs.String("user", "", "a user id (42) or an inclusive range (1-1000); one token per line")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the tokens are valid")
+	return &ffcli.Command{
+		Name:       "token",
+		ShortUsage: "flashsale token --jwt-secret S --user 42 | --user 1-1000",
+		ShortHelp:  "print user tokens for testing",
+		FlagSet:    fs,
+		Options:    envOptions(),
+		Exec: func(_ context.Context, _ []string) error {
+			a, err := auth.New(*secret, "")
+			if err != nil {
+				return err
+			}
+			first, last, err := parseUserRange(*user)
+			if err != nil {
+				return err
+			}
+			w := bufio.NewWriter(stdout)
+			for id := first; id <= last; id++ {
+				tok, err := a.UserToken(id, *ttl)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(w, tok)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+// parseUserRange parses "42" or "1-1000" into an inclusive range of
+// positive user ids.
+func parseUserRange(s string) (first, last int64, err error) {
+	lo, hi, isRange := strings.Cut(s, "-")
+	first, err = strconv.ParseInt(lo, 10, 64)
+	if err == nil && isRange {
+		last, err = strconv.ParseInt(hi, 10, 64)
+	} else {
+		last = first
+	}
+	if err != nil || first <= 0 || last < first {
+		return 0, 0, fmt.Errorf("--user must be a positive user id or a range like 1-1000, got %q", s)
+	}
+	if last-first >= 10_000_000 {
+		return 0, 0, fmt.Errorf("--user range %q is larger than 10,000,000 users", s)
+	}
+	return first, last, nil
+}

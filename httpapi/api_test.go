@@ -1,0 +1,387 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/httpapi"
+	"github.com/flashsale/flashsale/idgen"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/lock"
+	"github.com/flashsale/flashsale/ratelimit"
+	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/strategy"
+)
+
+const (
+	secret     = "test-secret-test-secret-test-secret"
+	adminToken = "admin-secret"
+)
+
+// testAPI is the whole service on real Redis and MariaDB behind httptest.
+type testAPI struct {
+	t     *testing.T
+	url   string
+	auth  *auth.Authenticator
+	db    *store.DB
+	locks *lock.Client
+}
+
+type apiOptions struct {
+	strategy string
+	rateUser float64
+	rateIP   float64
+	ready    httpapi.ReadyFunc
+	lockWait time.Duration
+}
+
+func newTestAPI(t *testing.T, o apiOptions) *testAPI {
+	t.Helper()
+	ctx := context.Background()
+	rc, prefix := testenv.Redis(t)
+	db, err := store.Open(ctx, testenv.MySQLURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ids := idgen.New(rc, "id", idgen.WithPrefix(prefix+"idgen:"), idgen.WithFloor(db.MaxOrderID))
+	t.Cleanup(ids.Close)
+	locks := lock.New(rc, lock.WithPrefix(prefix+"lock:"))
+	t.Cleanup(func() { locks.Close() })
+	if o.lockWait == 0 {
+		o.lockWait = 5 * time.Second
+	}
+	if o.strategy == "" {
+		o.strategy = "conditional"
+	}
+	orders, err := strategy.New(o.strategy, strategy.Config{DB: db, IDs: ids, Locks: locks, LockWait: o.lockWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(secret, adminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &httpapi.Server{
+		Vouchers: strategy.Vouchers(db, ids),
+		Orders:   orders,
+		Auth:     a,
+		Limiter:  ratelimit.New(rc, prefix+"rate:"),
+		UserRate: o.rateUser,
+		IPRate:   o.rateIP,
+		Ready:    o.ready,
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return &testAPI{t: t, url: ts.URL, auth: a, db: db, locks: locks}
+}
+
+func (api *testAPI) userToken(id int64) string {
+	api.t.Helper()
+	tok, err := api.auth.UserToken(id, time.Hour)
+	if err != nil {
+		api.t.Fatal(err)
+	}
+	return tok
+}
+
+// do sends a request and decodes the JSON response into out (if not nil).
+func (api *testAPI) do(method, path, token, body string, out any) *http.Response {
+	api.t.Helper()
+	req, err := http.NewRequest(method, api.url+path, strings.NewReader(body))
+	if err != nil {
+		api.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		api.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		api.t.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			api.t.Fatalf("%s %s: %d %q is not JSON: %v", method, path, res.StatusCode, data, err)
+		}
+	}
+	return res
+}
+
+// voucherJSON is a creation body for a voucher on sale from begin to end.
+func voucherJSON(title string, stock int, begin, end time.Time) string {
+	return fmt.Sprintf(`{"title":%q,"stock":%d,"begin_time":%q,"end_time":%q}`,
+		title, stock, begin.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
+}
+
+// createVoucher creates a voucher on sale now and returns its id.
+func (api *testAPI) createVoucher(stock int) string {
+	api.t.Helper()
+	return api.createVoucherWindow(stock, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+}
+
+func (api *testAPI) createVoucherWindow(stock int, begin, end time.Time) string {
+	api.t.Helper()
+	var out struct {
+		ID string `json:"id"`
+	}
+	res := api.do("POST", "/api/vouchers", adminToken, voucherJSON("test voucher", stock, begin, end), &out)
+	if res.StatusCode != http.StatusCreated || out.ID == "" {
+		api.t.Fatalf("create voucher: status %d, id %q", res.StatusCode, out.ID)
+	}
+	return out.ID
+}
+
+type errorBody = httpapi.ErrorBody
+
+// wantError checks the status and the error code of a response.
+func wantError(t *testing.T, res *http.Response, body errorBody, status int, code string) {
+	t.Helper()
+	if res.StatusCode != status || body.Error.Code != code || body.Error.Message == "" {
+		t.Fatalf("got %d %+v; want %d with code %q and a message", res.StatusCode, body.Error, status, code)
+	}
+}
+
+func TestHealthAndReady(t *testing.T) {
+	api := newTestAPI(t, apiOptions{ready: func(context.Context) (map[string]any, error) {
+		return map[string]any{"backlog": 3}, nil
+	}})
+	var health map[string]string
+	if res := api.do("GET", "/healthz", "", "", &health); res.StatusCode != 200 || health["status"] != "ok" {
+		t.Fatalf("healthz: %d %v", res.StatusCode, health)
+	}
+	var ready map[string]any
+	if res := api.do("GET", "/readyz", "", "", &ready); res.StatusCode != 200 || ready["status"] != "ready" || ready["backlog"] != float64(3) {
+		t.Fatalf("readyz: %d %v", res.StatusCode, ready)
+	}
+}
+
+func TestReadyReportsDownDependency(t *testing.T) {
+	api := newTestAPI(t, apiOptions{ready: func(context.Context) (map[string]any, error) {
+		return nil, fmt.Errorf("database: connection refused")
+	}})
+	var body struct {
+		Status string `json:"status"`
+		Error  struct{ Code, Message string }
+	}
+	res := api.do("GET", "/readyz", "", "", &body)
+	if res.StatusCode != http.StatusServiceUnavailable || body.Status != "unavailable" || body.Error.Code != flashsale.EUnavailable || !strings.Contains(body.Error.Message, "database") {
+		t.Fatalf("readyz with a dependency down: %d %+v", res.StatusCode, body)
+	}
+}
+
+func TestCreateAndGetVoucher(t *testing.T) {
+	api := newTestAPI(t, apiOptions{})
+	begin := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	end := begin.Add(2 * time.Hour)
+	var created struct{ ID string }
+	res := api.do("POST", "/api/vouchers", adminToken, voucherJSON("100 off", 7, begin, end), &created)
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d", res.StatusCode)
+	}
+	var got map[string]any
+	res = api.do("GET", "/api/vouchers/"+created.ID, "", "", &got)
+	want := map[string]any{
+		"id": created.ID, "title": "100 off", "stock": float64(7), "remaining": float64(7), "orders": float64(0),
+		"begin_time": "2026-11-21T10:00:00Z", "end_time": "2026-11-21T12:00:00Z",
+	}
+	if res.StatusCode != 200 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("get voucher: %d %v; want %v", res.StatusCode, got, want)
+	}
+}
+
+func TestCreateVoucherRejectsBadInput(t *testing.T) {
+	api := newTestAPI(t, apiOptions{})
+	now := time.Now().UTC()
+	good := voucherJSON("ok", 1, now, now.Add(time.Hour))
+	tests := []struct {
+		name, body, message string
+	}{
+		{"empty body", "", "empty"},
+		{"malformed", `{"title":`, "not valid JSON"},
+		{"not an object", `[1,2]`, "must be a JSON"},
+		{"unknown field", `{"title":"x","stock":1,"begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z","user_id":5}`, "unknown field"},
+		{"trailing data", good + `{}`, "single JSON object"},
+		{"negative stock", voucherJSON("x", -1, now, now.Add(time.Hour)), "stock"},
+		{"zero stock", voucherJSON("x", 0, now, now.Add(time.Hour)), "stock"},
+		{"stock as string", `{"title":"x","stock":"5","begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, `"stock" must be a JSON number`},
+		{"end before begin", voucherJSON("x", 1, now, now.Add(-time.Hour)), "end_time must be after begin_time"},
+		{"bad time", `{"title":"x","stock":1,"begin_time":"yesterday","end_time":"2026-01-02T00:00:00Z"}`, "RFC 3339"},
+		{"missing title", `{"stock":1,"begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, `"title" is required`},
+		{"missing end", `{"title":"x","stock":1,"begin_time":"2026-01-01T00:00:00Z"}`, `"end_time" is required`},
+		{"empty title", voucherJSON("", 1, now, now.Add(time.Hour)), "title"},
+		{"oversized", `{"title":"` + strings.Repeat("x", 70<<10) + `"}`, "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body errorBody
+			res := api.do("POST", "/api/vouchers", adminToken, tt.body, &body)
+			wantError(t, res, body, http.StatusBadRequest, flashsale.EInvalid)
+			if !strings.Contains(body.Error.Message, tt.message) {
+				t.Fatalf("message %q does not mention %q", body.Error.Message, tt.message)
+			}
+		})
+	}
+	var vouchers []*flashsale.Voucher
+	vouchers, err := api.db.ListVouchers(context.Background())
+	if err != nil || len(vouchers) != 0 {
+		t.Fatalf("bad input wrote vouchers: %d, %v", len(vouchers), err)
+	}
+}
+
+func TestAuthRules(t *testing.T) {
+	api := newTestAPI(t, apiOptions{})
+	vid := api.createVoucher(5)
+	now := time.Now()
+	body := voucherJSON("x", 1, now, now.Add(time.Hour))
+	expired, err := api.auth.UserToken(1, -time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, method, path, token, body string
+		status                          int
+		code                            string
+	}{
+		{"create without token", "POST", "/api/vouchers", "", body, 401, flashsale.EUnauthorized},
+		{"create with garbage token", "POST", "/api/vouchers", "nope", body, 401, flashsale.EUnauthorized},
+		{"create with user token", "POST", "/api/vouchers", api.userToken(1), body, 403, flashsale.EForbidden},
+		{"order without token", "POST", "/api/vouchers/" + vid + "/orders", "", "", 401, flashsale.EUnauthorized},
+		{"order with expired token", "POST", "/api/vouchers/" + vid + "/orders", expired, "", 401, flashsale.EUnauthorized},
+		{"order with admin token", "POST", "/api/vouchers/" + vid + "/orders", adminToken, "", 401, flashsale.EUnauthorized},
+		{"get order without token", "GET", "/api/orders/1", "", "", 401, flashsale.EUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var eb errorBody
+			res := api.do(tt.method, tt.path, tt.token, tt.body, &eb)
+			wantError(t, res, eb, tt.status, tt.code)
+		})
+	}
+}
+
+func TestOrderFlowAndErrors(t *testing.T) {
+	api := newTestAPI(t, apiOptions{})
+	vid := api.createVoucher(1)
+	alice, bob := api.userToken(101), api.userToken(102)
+
+	var placed struct {
+		OrderID string `json:"order_id"`
+		Status  string `json:"status"`
+	}
+	res := api.do("POST", "/api/vouchers/"+vid+"/orders", alice, `{"user_id":"999"}`, &placed)
+	if res.StatusCode != 200 || placed.Status != "created" || placed.OrderID == "" {
+		t.Fatalf("order: %d %+v", res.StatusCode, placed)
+	}
+	var got map[string]string
+	res = api.do("GET", "/api/orders/"+placed.OrderID, alice, "", &got)
+	want := map[string]string{"order_id": placed.OrderID, "voucher_id": vid, "user_id": "101", "status": "created"}
+	if res.StatusCode != 200 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("get order: %d %v; want %v (the body's user_id must be ignored)", res.StatusCode, got, want)
+	}
+	if res := api.do("GET", "/api/orders/"+placed.OrderID, adminToken, "", &got); res.StatusCode != 200 || got["user_id"] != "101" {
+		t.Fatalf("admin get order: %d %v", res.StatusCode, got)
+	}
+
+	past := api.createVoucherWindow(5, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	future := api.createVoucherWindow(5, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+	tests := []struct {
+		name, method, path, token string
+		status                    int
+		code                      string
+	}{
+		{"second order of a buyer", "POST", "/api/vouchers/" + vid + "/orders", alice, 409, flashsale.EDuplicateOrder},
+		{"sold out", "POST", "/api/vouchers/" + vid + "/orders", bob, 409, flashsale.ESoldOut},
+		{"not started", "POST", "/api/vouchers/" + future + "/orders", bob, 409, flashsale.ENotStarted},
+		{"ended", "POST", "/api/vouchers/" + past + "/orders", bob, 409, flashsale.EEnded},
+		{"unknown voucher", "POST", "/api/vouchers/123456789/orders", bob, 404, flashsale.ENotFound},
+		{"non-numeric voucher id", "POST", "/api/vouchers/abc/orders", bob, 400, flashsale.EInvalid},
+		{"negative voucher id", "POST", "/api/vouchers/-4/orders", bob, 400, flashsale.EInvalid},
+		{"overflowing voucher id", "POST", "/api/vouchers/99999999999999999999/orders", bob, 400, flashsale.EInvalid},
+		{"someone else's order", "GET", "/api/orders/" + placed.OrderID, bob, 404, flashsale.ENotFound},
+		{"unknown order", "GET", "/api/orders/42", bob, 404, flashsale.ENotFound},
+		{"non-numeric order id", "GET", "/api/orders/x1", bob, 400, flashsale.EInvalid},
+		{"unknown voucher get", "GET", "/api/vouchers/42", "", 404, flashsale.ENotFound},
+		{"non-numeric voucher get", "GET", "/api/vouchers/1.5", "", 400, flashsale.EInvalid},
+		{"unknown route", "GET", "/api/nothing", "", 404, flashsale.ENotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var eb errorBody
+			res := api.do(tt.method, tt.path, tt.token, "", &eb)
+			wantError(t, res, eb, tt.status, tt.code)
+		})
+	}
+	var v map[string]any
+	api.do("GET", "/api/vouchers/"+vid, "", "", &v)
+	if v["remaining"] != float64(0) || v["orders"] != float64(1) {
+		t.Fatalf("voucher after the sale: %v", v)
+	}
+}
+
+func TestRateLimits(t *testing.T) {
+	tests := []struct {
+		name             string
+		rateUser, rateIP float64
+		users            int
+	}{
+		{"per user", 2, 0, 1},
+		{"per IP", 0, 2, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newTestAPI(t, apiOptions{rateUser: tt.rateUser, rateIP: tt.rateIP})
+			vid := api.createVoucher(100)
+			limited := 0
+			var last *http.Response
+			for i := range 6 {
+				var eb errorBody
+				res := api.do("POST", "/api/vouchers/"+vid+"/orders", api.userToken(int64(1+i%tt.users)), "", &eb)
+				if res.StatusCode == http.StatusTooManyRequests {
+					wantError(t, res, eb, 429, flashsale.ERateLimited)
+					limited++
+					last = res
+				}
+			}
+			if limited < 3 || last.Header.Get("Retry-After") == "" {
+				t.Fatalf("%d of 6 requests limited at 2/s (want >= 3), Retry-After %q", limited, last.Header.Get("Retry-After"))
+			}
+		})
+	}
+}
+
+func TestMethodNotAllowed(t *testing.T) {
+	api := newTestAPI(t, apiOptions{})
+	var eb errorBody
+	res := api.do("DELETE", "/api/vouchers/1", adminToken, "", &eb)
+	wantError(t, res, eb, http.StatusMethodNotAllowed, flashsale.EInvalid)
+	if allow := res.Header.Get("Allow"); !strings.Contains(allow, "GET") {
+		t.Fatalf("Allow = %q, want GET in it", allow)
+	}
+}
+
+func decode(res *http.Response, out any) error {
+	return json.NewDecoder(res.Body).Decode(out)
+}
+
+func mustID(t *testing.T, s string) int64 {
+	t.Helper()
+	var id int64
+	if _, err := fmt.Sscan(s, &id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}

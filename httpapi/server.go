@@ -1,0 +1,208 @@
+// Package httpapi serves the flash-sale JSON API over net/http: vouchers,
+// orders, liveness and readiness, with bearer-token auth and per-user and
+// per-IP rate limits on the order route.
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/ratelimit"
+)
+
+// Limiter spends one request from each rule and says how long to wait when
+// one refuses. *ratelimit.Limiter implements it.
+type Limiter interface {
+	Allow(ctx context.Context, rules ...ratelimit.Rule) (time.Duration, error)
+}
+
+var _ Limiter = (*ratelimit.Limiter)(nil)
+
+// ReadyFunc reports whether the service's dependencies answer. The details
+// (for example the async backlog) are shown in the /readyz body either way.
+type ReadyFunc func(ctx context.Context) (details map[string]any, err error)
+
+// Server holds what the handlers need. Vouchers, Orders and Auth are
+// required; the rest is optional.
+type Server struct {
+	Vouchers flashsale.VoucherService
+	Orders   flashsale.OrderService
+	Auth     *auth.Authenticator
+	// Limiter with UserRate and IPRate (requests per second; 0 disables a
+	// limit) guard the order route. Bursts of up to one second's worth are
+	// allowed.
+	Limiter  Limiter
+	UserRate float64
+	IPRate   float64
+	// TrustProxy takes the client IP from the last X-Forwarded-For entry,
+	// as set by a reverse proxy in front of the service.
+	TrustProxy bool
+	Ready      ReadyFunc
+	Logger     *slog.Logger
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("POST /api/vouchers", s.createVoucher)
+	mux.HandleFunc("GET /api/vouchers/{id}", s.getVoucher)
+	mux.HandleFunc("POST /api/vouchers/{id}/orders", s.placeOrder)
+	mux.HandleFunc("GET /api/orders/{id}", s.getOrder)
+	return s.recoverPanics(s.jsonMisses(mux))
+}
+
+// jsonMisses answers requests that match no route in the JSON error shape:
+// 404 for an unknown path, 405 (with Allow) for a known path and the wrong
+// method, as the mux decides.
+func (s *Server) jsonMisses(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r) // sets the path values h reads
+			return
+		}
+		probe := &statusProbe{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", probe.header.Get("Allow"))
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody(flashsale.EInvalid,
+				fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.header.Get("Allow"))))
+			return
+		}
+		s.fail(w, r, flashsale.Errorf(flashsale.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// statusProbe records the status a handler would answer with and drops
+// the body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(status int)      { p.status = status }
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	writeError(w, r, s.Logger, err)
+}
+
+// recoverPanics turns a handler panic into a logged 500 instead of a
+// dropped connection.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.Logger.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+				s.fail(w, r, flashsale.Errorf(flashsale.EInternal, "internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// healthz answers liveness without touching Redis or the database, so it
+// is also the floor cost of one HTTP request.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	body := map[string]any{"status": "ready"}
+	if s.Ready == nil {
+		writeJSON(w, http.StatusOK, body)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	details, err := s.Ready(ctx)
+	for k, v := range details {
+		body[k] = v
+	}
+	if err != nil {
+		body["status"] = "unavailable"
+		body["error"] = map[string]string{"code": flashsale.EUnavailable, "message": err.Error()}
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// bearer returns the request's bearer token.
+func bearer(r *http.Request) (string, error) {
+	return auth.BearerToken(r.Header.Get("Authorization"))
+}
+
+// user authenticates the request as a user and returns the user id.
+func (s *Server) user(r *http.Request) (int64, error) {
+	tok, err := bearer(r)
+	if err != nil {
+		return 0, err
+	}
+	return s.Auth.User(tok)
+}
+
+// admin checks for the admin token: EUnauthorized without a valid token,
+// EForbidden with a valid user token.
+func (s *Server) admin(r *http.Request) error {
+	tok, err := bearer(r)
+	if err != nil {
+		return err
+	}
+	if s.Auth.IsAdmin(tok) {
+		return nil
+	}
+	if _, err := s.Auth.User(tok); err != nil {
+		return err
+	}
+	return flashsale.Errorf(flashsale.EForbidden, "this route needs the admin token")
+}
+
+// limit applies the per-user and per-IP budgets of the order route.
+func (s *Server) limit(r *http.Request, userID int64) error {
+	if s.Limiter == nil || (s.UserRate <= 0 && s.IPRate <= 0) {
+		return nil
+	}
+	wait, err := s.Limiter.Allow(r.Context(),
+		ratelimit.Rule{Key: "user:" + formatID(userID), Rate: s.UserRate, Burst: int(max(1, s.UserRate))},
+		ratelimit.Rule{Key: "ip:" + s.clientIP(r), Rate: s.IPRate, Burst: int(max(1, s.IPRate))},
+	)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		return &flashsale.Error{Code: flashsale.ERateLimited, Message: "too many requests; slow down", RetryAfter: wait}
+	}
+	return nil
+}
+
+func (s *Server) clientIP(r *http.Request) string {
+	if s.TrustProxy {
+		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
+			parts := strings.Split(xff, ",")
+			return strings.TrimSpace(parts[len(parts)-1])
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -1,0 +1,85 @@
+package strategy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/store"
+)
+
+// conditional decrements with "remaining > 0" in the WHERE clause and
+// inserts the order in the same transaction, so the database serialises
+// buyers on the voucher's row and the unique index rolls back a second
+// order of one buyer.
+type conditional struct{ *base }
+
+var _ flashsale.OrderService = (*conditional)(nil)
+
+func (s *conditional) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
+	if err := s.open(ctx, voucherID); err != nil {
+		return nil, err
+	}
+	o, err := s.newOrder(ctx, voucherID, userID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.DB.Tx(ctx, func(tx *store.Tx) error { return s.take(ctx, tx, o) }); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// take is the transaction both safe strategies run: refuse a repeat buyer,
+// decrement conditionally, insert.
+func (s *base) take(ctx context.Context, tx *store.Tx, o *flashsale.Order) error {
+	if err := refuseRepeat(ctx, tx.Conn, o.VoucherID, o.UserID); err != nil {
+		return err
+	}
+	if err := s.raceWindow(ctx); err != nil {
+		return err
+	}
+	ok, err := tx.DecrementRemaining(ctx, o.VoucherID, 1)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return soldOut()
+	}
+	return tx.InsertOrder(ctx, o)
+}
+
+// locked holds a distributed lock per buyer and voucher around the same
+// transaction, so a buyer's concurrent clicks on any instance run one after
+// another and the second finds the first's order.
+type locked struct{ *base }
+
+var _ flashsale.OrderService = (*locked)(nil)
+
+func (s *locked) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
+	if err := s.open(ctx, voucherID); err != nil {
+		return nil, err
+	}
+	o, err := s.newOrder(ctx, voucherID, userID)
+	if err != nil {
+		return nil, err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
+	defer cancel()
+	l, err := s.cfg.Locks.Mutex(fmt.Sprintf("order:%d:%d", voucherID, userID)).Lock(waitCtx)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, &flashsale.Error{Code: flashsale.EBusy, Message: "too many requests for this order at once; try again later", RetryAfter: time.Second}
+		}
+		return nil, fmt.Errorf("strategy: user lock: %w", err)
+	}
+	defer l.Unlock(context.WithoutCancel(ctx)) //nolint:errcheck // the order is committed or not either way; an expired lock has nothing left to release
+	// Run the transaction under the lock's context: if the lock is lost
+	// (its lease could not be renewed), the transaction is abandoned.
+	if err := s.cfg.DB.Tx(l.Context(), func(tx *store.Tx) error { return s.take(l.Context(), tx, o) }); err != nil {
+		return nil, err
+	}
+	return o, nil
+}

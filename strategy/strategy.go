@@ -1,0 +1,154 @@
+// Package strategy implements the synchronous ways to take an order that
+// the seeds walk through, from the one that oversells to the safe ones, so
+// the load lab can run them side by side:
+//
+//   - naive: read stock, check, write the new absolute stock, insert the
+//     order (seed 000/002 "正常逻辑"); loses updates and oversells.
+//   - mutex: naive under an in-process mutex (Java's synchronized); safe
+//     on one instance only.
+//   - optimistic: compare-and-set on the stock that was read, no retry
+//     (seed 002's first optimistic lock); never oversells but refuses
+//     buyers while stock is left.
+//   - conditional: UPDATE … SET remaining = remaining - 1 WHERE … AND
+//     remaining > 0 and the order insert in one transaction.
+//   - lock: a per-user distributed lock (package lock) around the check for
+//     an existing order, the conditional decrement and the insert (seeds
+//     001 §4, 002).
+//
+// In every strategy the database's UNIQUE (voucher_id, user_id) index stays
+// the last line of defence; a race that would have made a second order for
+// a buyer surfaces as EDuplicateOrder.
+package strategy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/lock"
+	"github.com/flashsale/flashsale/store"
+)
+
+// Names lists the synchronous strategies, from the unsafe to the safe.
+var Names = []string{"naive", "mutex", "optimistic", "conditional", "lock"}
+
+// Config holds what the strategies need.
+type Config struct {
+	DB  *store.DB
+	IDs flashsale.IDGenerator
+	// Locks is required by the lock strategy.
+	Locks *lock.Client
+	// RaceWindow is slept between reading and writing, as seed 000 does, to
+	// make races visible. Zero by default.
+	RaceWindow time.Duration
+	// LockWait bounds how long the lock strategy waits for a buyer's lock
+	// before answering EBusy. Default 1s.
+	LockWait time.Duration
+	// Now is the clock for the sale window; time.Now by default.
+	Now func() time.Time
+}
+
+// New returns the named strategy.
+func New(name string, cfg Config) (flashsale.OrderService, error) {
+	if cfg.DB == nil || cfg.IDs == nil {
+		return nil, errors.New("strategy: DB and IDs are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.LockWait <= 0 {
+		cfg.LockWait = time.Second
+	}
+	b := &base{cfg: cfg}
+	switch name {
+	case "naive":
+		return &naive{b}, nil
+	case "mutex":
+		return &mutex{base: b}, nil
+	case "optimistic":
+		return &optimistic{b}, nil
+	case "conditional":
+		return &conditional{b}, nil
+	case "lock":
+		if cfg.Locks == nil {
+			return nil, errors.New("strategy: the lock strategy needs a lock client")
+		}
+		return &locked{b}, nil
+	default:
+		return nil, fmt.Errorf("strategy: unknown strategy %q", name)
+	}
+}
+
+// base holds what every strategy shares: the sale-window check on cached
+// voucher metadata, order construction and order lookup.
+type base struct {
+	cfg Config
+	// windows caches each voucher's sale window: it never changes after
+	// creation, so one read serves every later order.
+	windows sync.Map // int64 → *flashsale.Voucher
+}
+
+// open checks that the voucher exists and is on sale now.
+func (b *base) open(ctx context.Context, voucherID int64) error {
+	v, ok := b.windows.Load(voucherID)
+	if !ok {
+		found, err := b.cfg.DB.FindVoucher(ctx, voucherID)
+		if err != nil {
+			return err
+		}
+		v, _ = b.windows.LoadOrStore(voucherID, found)
+	}
+	return v.(*flashsale.Voucher).CheckWindow(b.cfg.Now())
+}
+
+// newOrder returns a created order with a fresh id.
+func (b *base) newOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
+	id, err := b.cfg.IDs.NextID(ctx)
+	if err != nil {
+		return nil, idError(err)
+	}
+	return &flashsale.Order{ID: id, VoucherID: voucherID, UserID: userID, Status: flashsale.StatusCreated}, nil
+}
+
+// FindOrder returns an order from the database.
+func (b *base) FindOrder(ctx context.Context, id int64) (*flashsale.Order, error) {
+	return b.cfg.DB.FindOrder(ctx, id)
+}
+
+// raceWindow sleeps the configured race window, or until ctx is done.
+func (b *base) raceWindow(ctx context.Context) error {
+	if b.cfg.RaceWindow <= 0 {
+		return nil
+	}
+	t := time.NewTimer(b.cfg.RaceWindow)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// refuseRepeat returns EDuplicateOrder when the user already has an order.
+func refuseRepeat(ctx context.Context, c store.Conn, voucherID, userID int64) error {
+	has, err := c.HasOrder(ctx, voucherID, userID)
+	if err != nil {
+		return err
+	}
+	if has {
+		return flashsale.Errorf(flashsale.EDuplicateOrder, "you already have an order for this voucher")
+	}
+	return nil
+}
+
+// idError reports a failure to get an id as EUnavailable, keeping the cause
+// in the chain for the log: without ids nothing can be sold, but it passes.
+func idError(err error) error {
+	return fmt.Errorf("%w: %w", &flashsale.Error{Code: flashsale.EUnavailable, Message: "order ids are unavailable; try again shortly", RetryAfter: time.Second}, err)
+}
+
+func soldOut() error { return flashsale.Errorf(flashsale.ESoldOut, "sold out") }

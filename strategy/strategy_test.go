@@ -1,0 +1,203 @@
+package strategy_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/idgen"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/lock"
+	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/strategy"
+)
+
+type fixture struct {
+	db    *store.DB
+	ids   *idgen.Generator
+	locks *lock.Client
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	rc, prefix := testenv.Redis(t)
+	db, err := store.Open(context.Background(), testenv.MySQLURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ids := idgen.New(rc, "id", idgen.WithPrefix(prefix))
+	t.Cleanup(ids.Close)
+	locks := lock.New(rc, lock.WithPrefix(prefix+"lock:"))
+	t.Cleanup(func() { locks.Close() })
+	return &fixture{db: db, ids: ids, locks: locks}
+}
+
+func (f *fixture) strategy(t *testing.T, name string, raceWindow time.Duration) flashsale.OrderService {
+	t.Helper()
+	s, err := strategy.New(name, strategy.Config{DB: f.db, IDs: f.ids, Locks: f.locks, RaceWindow: raceWindow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (f *fixture) voucher(t *testing.T, stock int) int64 {
+	t.Helper()
+	v := &flashsale.Voucher{Title: "t", Stock: stock, BeginTime: time.Now().Add(-time.Hour), EndTime: time.Now().Add(time.Hour)}
+	if err := strategy.Vouchers(f.db, f.ids).CreateVoucher(context.Background(), v); err != nil {
+		t.Fatal(err)
+	}
+	return v.ID
+}
+
+// sale sends one order per buyer, all at once, and counts the answers.
+func sale(t *testing.T, s flashsale.OrderService, voucherID int64, buyers int) map[string]int {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		codes = map[string]int{}
+		wg    sync.WaitGroup
+	)
+	for u := range buyers {
+		wg.Go(func() {
+			_, err := s.PlaceOrder(context.Background(), voucherID, int64(u+1))
+			code := flashsale.ErrorCode(err)
+			if code == flashsale.EInternal {
+				t.Errorf("buyer %d: internal error %v", u+1, err)
+			}
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return codes
+}
+
+// TestUnsafeStrategiesShowTheSeedsFailures runs each strategy with a race
+// window, as seed 000 does, and checks the failure each one is known for —
+// or its absence.
+func TestUnsafeStrategiesShowTheSeedsFailures(t *testing.T) {
+	const stock, buyers = 10, 40
+	f := newFixture(t)
+	ctx := context.Background()
+
+	t.Run("naive loses updates and oversells", func(t *testing.T) {
+		vid := f.voucher(t, stock)
+		codes := sale(t, f.strategy(t, "naive", 20*time.Millisecond), vid, buyers)
+		a, err := f.db.AuditVoucher(ctx, vid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Orders <= stock-a.Remaining {
+			t.Fatalf("naive: %d orders with %d of %d stock sold (answers %v); want more orders than stock sold", a.Orders, stock-a.Remaining, stock, codes)
+		}
+	})
+	t.Run("mutex is safe on one instance", func(t *testing.T) {
+		vid := f.voucher(t, stock)
+		codes := sale(t, f.strategy(t, "mutex", 2*time.Millisecond), vid, buyers)
+		a, err := f.db.AuditVoucher(ctx, vid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Orders != stock || a.Remaining != 0 || codes[""] != stock {
+			t.Fatalf("mutex: audit %+v answers %v; want exactly %d orders", a, codes, stock)
+		}
+	})
+	t.Run("optimistic never oversells but refuses buyers while stock is left", func(t *testing.T) {
+		vid := f.voucher(t, stock)
+		codes := sale(t, f.strategy(t, "optimistic", 20*time.Millisecond), vid, buyers)
+		a, err := f.db.AuditVoucher(ctx, vid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Orders+a.Remaining != stock || a.Remaining == 0 || codes[flashsale.ESoldOut] == 0 {
+			t.Fatalf("optimistic: audit %+v answers %v; want orders+remaining = %d with stock left and buyers refused", a, codes, stock)
+		}
+	})
+	for _, name := range []string{"conditional", "lock"} {
+		t.Run(name+" sells exactly the stock", func(t *testing.T) {
+			vid := f.voucher(t, stock)
+			codes := sale(t, f.strategy(t, name, 2*time.Millisecond), vid, buyers)
+			a, err := f.db.AuditVoucher(ctx, vid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Orders != stock || a.Remaining != 0 || a.DistinctBuyers != stock || codes[""] != stock || codes[flashsale.ESoldOut] != buyers-stock {
+				t.Fatalf("%s: audit %+v answers %v", name, a, codes)
+			}
+		})
+	}
+}
+
+// TestOneOrderPerBuyer sends many concurrent clicks of one buyer.
+func TestOneOrderPerBuyer(t *testing.T) {
+	f := newFixture(t)
+	for _, name := range strategy.Names {
+		t.Run(name, func(t *testing.T) {
+			vid := f.voucher(t, 100)
+			s := f.strategy(t, name, 0)
+			var (
+				mu    sync.Mutex
+				codes = map[string]int{}
+				wg    sync.WaitGroup
+			)
+			for range 20 {
+				wg.Go(func() {
+					_, err := s.PlaceOrder(context.Background(), vid, 42)
+					mu.Lock()
+					codes[flashsale.ErrorCode(err)]++
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			a, err := f.db.AuditVoucher(context.Background(), vid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Orders != 1 || codes[""] != 1 || codes[flashsale.EDuplicateOrder] == 0 {
+				t.Fatalf("%s: audit %+v answers %v; want one order and duplicate_order for the rest", name, a, codes)
+			}
+		})
+	}
+}
+
+func TestSaleWindowAndUnknownVoucher(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	mk := func(begin, end time.Time) int64 {
+		v := &flashsale.Voucher{Title: "w", Stock: 1, BeginTime: begin, EndTime: end}
+		if err := strategy.Vouchers(f.db, f.ids).CreateVoucher(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		return v.ID
+	}
+	future := mk(time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+	past := mk(time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	for _, name := range strategy.Names {
+		s := f.strategy(t, name, 0)
+		tests := []struct {
+			voucher int64
+			code    string
+		}{{future, flashsale.ENotStarted}, {past, flashsale.EEnded}, {987654321, flashsale.ENotFound}}
+		for _, tt := range tests {
+			if _, err := s.PlaceOrder(ctx, tt.voucher, 1); flashsale.ErrorCode(err) != tt.code {
+				t.Errorf("%s: voucher %d: %v, want %s", name, tt.voucher, err, tt.code)
+			}
+		}
+	}
+}
+
+func TestNewRejectsUnknownStrategy(t *testing.T) {
+	f := newFixture(t)
+	_, err := strategy.New("async-ish", strategy.Config{DB: f.db, IDs: f.ids})
+	if err == nil {
+		t.Fatal("unknown strategy accepted")
+	}
+	if _, err := strategy.New("lock", strategy.Config{DB: f.db, IDs: f.ids}); err == nil {
+		t.Fatal("lock strategy without a lock client accepted")
+	}
+}

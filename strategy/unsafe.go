@@ -1,0 +1,116 @@
+package strategy
+
+import (
+	"context"
+	"sync"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/store"
+)
+
+// naive reads the stock, checks it, writes back the absolute new value and
+// inserts the order, with no transaction: two buyers who read the same
+// stock both write stock-1 (a lost update) and both get an order.
+type naive struct{ *base }
+
+var _ flashsale.OrderService = (*naive)(nil)
+
+func (s *naive) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
+	if err := s.open(ctx, voucherID); err != nil {
+		return nil, err
+	}
+	return s.take(ctx, voucherID, userID)
+}
+
+func (s *naive) take(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
+	db := s.cfg.DB
+	if err := refuseRepeat(ctx, db.Conn, voucherID, userID); err != nil {
+		return nil, err
+	}
+	n, err := db.Remaining(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, soldOut()
+	}
+	if err := s.raceWindow(ctx); err != nil {
+		return nil, err
+	}
+	if err := db.SetRemaining(ctx, voucherID, n-1); err != nil {
+		return nil, err
+	}
+	o, err := s.newOrder(ctx, voucherID, userID)
+	if err != nil {
+		return nil, err
+	}
+	// A duplicate here leaves the stock already decremented: the seed's
+	// bug, kept on purpose so the lab can count it as stock drift.
+	return o, db.InsertOrder(ctx, o)
+}
+
+// mutex runs naive under one in-process mutex per voucher, the Go version
+// of Java's synchronized: correct while a single instance serves a voucher,
+// wrong as soon as two do.
+type mutex struct {
+	*base
+	mu sync.Map // voucher id → *sync.Mutex
+}
+
+var _ flashsale.OrderService = (*mutex)(nil)
+
+func (s *mutex) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
+	if err := s.open(ctx, voucherID); err != nil {
+		return nil, err
+	}
+	m, _ := s.mu.LoadOrStore(voucherID, new(sync.Mutex))
+	m.(*sync.Mutex).Lock()
+	defer m.(*sync.Mutex).Unlock()
+	return (&naive{s.base}).take(ctx, voucherID, userID)
+}
+
+// optimistic reads the stock and later updates it only if it still holds
+// the value read (seed 002's "WHERE num = <read value>"), without retrying:
+// no oversell, but every buyer who loses the compare-and-set is refused
+// even though stock is left.
+type optimistic struct{ *base }
+
+var _ flashsale.OrderService = (*optimistic)(nil)
+
+func (s *optimistic) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
+	if err := s.open(ctx, voucherID); err != nil {
+		return nil, err
+	}
+	db := s.cfg.DB
+	if err := refuseRepeat(ctx, db.Conn, voucherID, userID); err != nil {
+		return nil, err
+	}
+	n, err := db.Remaining(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, soldOut()
+	}
+	if err := s.raceWindow(ctx); err != nil {
+		return nil, err
+	}
+	o, err := s.newOrder(ctx, voucherID, userID)
+	if err != nil {
+		return nil, err
+	}
+	err = db.Tx(ctx, func(tx *store.Tx) error {
+		ok, err := tx.CompareAndSetRemaining(ctx, voucherID, n, n-1)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return flashsale.Errorf(flashsale.ESoldOut, "the stock changed while ordering; try again")
+		}
+		return tx.InsertOrder(ctx, o)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
