@@ -1,0 +1,461 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/lab"
+)
+
+// benchConfig is everything `flashsale bench` is configured with.
+type benchConfig struct {
+	strategies  string
+	instances   int
+	targets     string
+	jwtSecret   string
+	adminToken  string
+	stock       int
+	users       int
+	requests    int
+	concurrency int
+	rate        float64
+	doubles     float64
+	seed        uint64
+	timeout     time.Duration
+	drain       time.Duration
+	startup     time.Duration
+	jsonPath    string
+	serverBin   string
+	raceWindow  time.Duration
+	rateUser    float64
+	rateIP      float64
+	lockWait    time.Duration
+	backends    backendFlags
+}
+
+func (c *benchConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.strategies, "strategy", strings.Join(strategies(), ","), "comma-separated strategies to run, one row each (with --target: the one label of the servers' strategy)")
+	fs.IntVar(&c.instances, "instances", 1, "service instances per strategy, sharing Redis and the database; load goes round robin across them")
+	fs.StringVar(&c.targets, "target", "", "comma-separated base URLs of running servers to load instead of starting instances (needs --jwt-secret, --admin-token, --redis and --db of those servers)")
+	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "with --target: the servers' JWT secret, to mint buyer tokens")
+	fs.StringVar(&c.adminToken, "admin-token", "", "with --target: the servers' admin token, to create vouchers")
+	fs.IntVar(&c.stock, "stock", 200, "stock of each run's fresh voucher (200 of 1000 buyers: enough that optimistic's undersell shows on SQLite too)")
+	fs.IntVar(&c.users, "users", 1000, "buyers (user ids 1..users)")
+	fs.IntVar(&c.requests, "requests", 0, "order attempts per run, spread over the buyers (default 3×users)")
+	fs.IntVar(&c.concurrency, "concurrency", 200, "requests in flight (closed model), or at most in flight (open model)")
+	fs.Float64Var(&c.rate, "rate", 0, "open model: requests per second on a fixed schedule, latency measured from the scheduled time (0: closed model)")
+	fs.Float64Var(&c.doubles, "double-clicks", 0.25, "chance that a buyer's click is a double click: two requests released together")
+	fs.Uint64Var(&c.seed, "seed", 1, "shuffles the order of the clicks; the same seed gives the same plan")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up on one request after this (a transport error)")
+	fs.DurationVar(&c.drain, "drain-timeout", time.Minute, "async: how long to wait for the consumers to persist every accepted order before auditing")
+	fs.DurationVar(&c.startup, "startup-timeout", 30*time.Second, "how long an instance may take to serve and be ready")
+	fs.StringVar(&c.jsonPath, "json", "", "also write the runs as JSON to this file")
+	fs.StringVar(&c.serverBin, "server-bin", "", "the flashsale binary to start child instances with (default: this one)")
+	fs.DurationVar(&c.raceWindow, "race-window", 0, "passed to the instances: sleep between reading and writing stock")
+	fs.Float64Var(&c.rateUser, "rate-limit-user", 0, "passed to the instances: order requests per second per user (0: no limit)")
+	fs.Float64Var(&c.rateIP, "rate-limit-ip", 0, "passed to the instances: order requests per second per client IP (0: no limit)")
+	fs.DurationVar(&c.lockWait, "lock-wait", time.Second, "passed to the instances: how long the lock strategy waits for a buyer's lock")
+	c.backends.register(fs)
+}
+
+// strategyList returns the --strategy names.
+func (c *benchConfig) strategyList() []string {
+	return splitList(c.strategies)
+}
+
+// targetList returns the --target URLs.
+func (c *benchConfig) targetList() []string {
+	return splitList(c.targets)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (c *benchConfig) validate() error {
+	if c.requests == 0 {
+		c.requests = 3 * c.users
+	}
+	names := c.strategyList()
+	switch {
+	case len(names) == 0:
+		return errors.New("--strategy names no strategy")
+	case c.stock <= 0 || c.users <= 0:
+		return errors.New("--stock and --users must be positive")
+	case c.requests < c.users:
+		return fmt.Errorf("--requests (%d) must be at least --users (%d)", c.requests, c.users)
+	case c.concurrency < 2:
+		return errors.New("--concurrency must be at least 2 (a double click is two requests in flight)")
+	case c.rate < 0 || c.doubles < 0 || c.doubles > 1:
+		return errors.New("--rate must not be negative and --double-clicks must be within [0, 1]")
+	case c.raceWindow < 0 || c.rateUser < 0 || c.rateIP < 0:
+		return errors.New("--race-window and the rate limits must not be negative")
+	}
+	if c.targets != "" {
+		switch {
+		case len(names) != 1:
+			return errors.New("with --target, --strategy is the one label of the running servers' strategy")
+		case c.jwtSecret == "" || c.adminToken == "":
+			return errors.New("with --target, --jwt-secret and --admin-token of those servers are required")
+		case c.backends.Embedded():
+			return errors.New("with --target, --redis and --db of those servers are required: the audit reads them")
+		}
+		return nil
+	}
+	if c.instances < 1 {
+		return errors.New("--instances must be at least 1")
+	}
+	for _, n := range names {
+		if !slices.Contains(strategies(), n) {
+			return fmt.Errorf("--strategy: unknown strategy %q (want %s)", n, strings.Join(strategies(), ", "))
+		}
+	}
+	return nil
+}
+
+func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
+	var cfg benchConfig
+	fs := flag.NewFlagSet("flashsale bench", flag.ContinueOnError)
+	cfg.register(fs)
+	return &ffcli.Command{
+		Name:       "bench",
+		ShortUsage: "flashsale bench [--strategy a,b] [--instances N] [--redis URL --db URL] [flags]",
+		ShortHelp:  "the load lab: run a flash sale per strategy, audit it, print one table",
+		LongHelp: "Starts --instances servers per strategy (child processes when --redis and a MySQL --db are both given, " +
+			"otherwise in this process, sharing its embedded backends) or loads running ones (--target), creates a fresh " +
+			"voucher, sends --requests order attempts of --users buyers (some double clicks), audits MySQL and Redis " +
+			"(oversold, duplicate buyers, lost orders, undersold stock, stock drift), measures the same load on " +
+			"GET /healthz as the ceiling, and prints one row per strategy. Exits non-zero when requests got no answer " +
+			"or a run could not be completed; a strategy that oversells is what the table is for, not a failure.",
+		FlagSet: fs,
+		Options: envOptions(),
+		Exec: func(ctx context.Context, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			_, err := runBench(ctx, cfg, stdout, stderr)
+			return err
+		},
+	}
+}
+
+// runBench runs every strategy, prints the table and the verdicts, writes
+// the JSON, and returns the rows with the errors that make the run fail.
+func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([]lab.Row, error) {
+	logDir, err := os.MkdirTemp("", "flashsale-bench-")
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(filepath.Join(logDir, "bench.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	log := slog.New(slog.NewTextHandler(logFile, nil))
+	rows, err := benchRuns(ctx, cfg, logDir, log, stdout, stderr)
+	if len(rows) > 0 {
+		fmt.Fprintln(stdout)
+		if werr := lab.WriteTable(stdout, rows); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		fmt.Fprintln(stdout)
+		for _, v := range lab.Verdicts(rows) {
+			fmt.Fprintln(stdout, v)
+		}
+	}
+	if cfg.jsonPath != "" {
+		if werr := writeJSONFile(cfg.jsonPath, rows); werr != nil {
+			err = errors.Join(err, werr)
+		} else {
+			fmt.Fprintf(stdout, "wrote %s\n", cfg.jsonPath)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "flashsale bench: logs kept in %s\n", logDir)
+		return rows, err
+	}
+	os.RemoveAll(logDir)
+	return rows, nil
+}
+
+// benchRuns opens the backends and runs each strategy on fresh instances.
+func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Logger, stdout, stderr io.Writer) ([]lab.Row, error) {
+	b, err := openBackends(ctx, cfg.backends, log)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	secret, admin := cfg.jwtSecret, cfg.adminToken
+	if cfg.targets == "" {
+		secret, admin = randomHex(32), randomHex(16)
+	}
+	authn, err := auth.New(secret, admin)
+	if err != nil {
+		return nil, err
+	}
+	fl := &fleets{cfg: cfg, b: b, logDir: logDir, secret: secret, admin: admin}
+	fmt.Fprintln(stdout, fl.describe())
+	fmt.Fprintln(stdout, describeLoad(cfg))
+	var (
+		rows []lab.Row
+		errs []error
+	)
+	for _, name := range cfg.strategyList() {
+		f, err := fl.start(ctx, name)
+		if err != nil {
+			return rows, errors.Join(append(errs, fmt.Errorf("%s: starting instances: %w", name, err))...)
+		}
+		sale := &lab.Sale{
+			Strategy: name, Targets: f.urls, AdminToken: admin, Auth: authn, Auditor: lab.NewAuditor(b.db, b.redis),
+			Stock: cfg.stock, Users: cfg.users, Requests: cfg.requests, Doubles: cfg.doubles, Seed: cfg.seed,
+			Concurrency: cfg.concurrency, Rate: cfg.rate, Timeout: cfg.timeout, DrainTimeout: cfg.drain,
+			Progress: func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) },
+		}
+		row, err := sale.Run(ctx)
+		if stopErr := f.stop(); stopErr != nil {
+			log.Warn("stopping instances", "strategy", name, "err", stopErr)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			if !errors.Is(err, lab.ErrTransport) && !errors.Is(err, lab.ErrNotDrained) {
+				return rows, errors.Join(errs...) // the run broke off: its row is not worth showing
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, errors.Join(errs...)
+}
+
+// describeLoad says what load each run gets.
+func describeLoad(cfg benchConfig) string {
+	model := fmt.Sprintf("closed model, %d in flight", cfg.concurrency)
+	if cfg.rate > 0 {
+		model = fmt.Sprintf("open model, %g requests/s (at most %d in flight), latency from the scheduled send time", cfg.rate, cfg.concurrency)
+	}
+	window := ", race window " + cfg.raceWindow.String()
+	if cfg.targets != "" {
+		window = "" // the running servers' own
+	}
+	return fmt.Sprintf("load: stock %d, %d buyers, %d order attempts (double-click chance %g), %s%s; machine %s/%s, %d CPUs",
+		cfg.stock, cfg.users, cfg.requests, cfg.doubles, model, window, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+}
+
+func writeJSONFile(path string, rows []lab.Row) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := lab.WriteJSON(f, rows); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b)
+}
+
+// fleets starts the instances a strategy's run loads.
+type fleets struct {
+	cfg           benchConfig
+	b             *backends
+	logDir        string
+	secret, admin string
+}
+
+// fleet is one strategy's running instances.
+type fleet struct {
+	urls []string
+	stop func() error
+}
+
+// inProcess reports whether the instances run in this process: when a
+// backend is embedded (it lives in this process) or the database is a
+// SQLite file (one process's database).
+func (fl *fleets) inProcess() bool {
+	return fl.cfg.backends.Embedded() || strings.HasPrefix(fl.cfg.backends.db, "sqlite:")
+}
+
+// describe says how the instances run, and on what.
+func (fl *fleets) describe() string {
+	redis, db := "redis "+redact(fl.b.redisURL), "database "+redact(fl.b.dbURL)
+	if fl.cfg.backends.redis == "" {
+		redis = "embedded Redis (miniredis, in this process) at " + fl.b.redisURL
+	}
+	if fl.cfg.backends.db == "" {
+		db = "embedded SQLite " + fl.b.dbURL
+	}
+	switch {
+	case fl.cfg.targets != "":
+		return fmt.Sprintf("mode: targets — %d running server(s) (%s), audited on %s and %s",
+			len(fl.cfg.targetList()), strings.Join(fl.cfg.targetList(), ", "), redis, db)
+	case fl.inProcess():
+		return fmt.Sprintf("mode: in-process — %d instances per strategy inside this process (each with its own strategy, mutexes and lock client), on %s and %s",
+			fl.cfg.instances, redis, db)
+	default:
+		return fmt.Sprintf("mode: processes — %d `flashsale serve` child processes per strategy, on %s and %s",
+			fl.cfg.instances, redis, db)
+	}
+}
+
+// redact hides a URL's password.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
+// serveArgs are the serve flags of an instance of the strategy, backends
+// and secrets excepted.
+func (fl *fleets) serveArgs(strategy string) []string {
+	return []string{
+		"--addr", "127.0.0.1:0",
+		"--strategy", strategy,
+		"--race-window", fl.cfg.raceWindow.String(),
+		"--rate-limit-user", strconv.FormatFloat(fl.cfg.rateUser, 'g', -1, 64),
+		"--rate-limit-ip", strconv.FormatFloat(fl.cfg.rateIP, 'g', -1, 64),
+		"--lock-wait", fl.cfg.lockWait.String(),
+		"--shutdown-timeout", "10s",
+	}
+}
+
+// start starts the strategy's instances (or names the targets).
+func (fl *fleets) start(ctx context.Context, strategy string) (*fleet, error) {
+	switch {
+	case fl.cfg.targets != "":
+		return &fleet{urls: fl.cfg.targetList(), stop: func() error { return nil }}, nil
+	case fl.inProcess():
+		return fl.startInProcess(ctx, strategy)
+	default:
+		return fl.startProcesses(ctx, strategy)
+	}
+}
+
+// startInProcess starts the instances in this process on the shared
+// backends, each logging to its own file.
+func (fl *fleets) startInProcess(ctx context.Context, strategy string) (_ *fleet, err error) {
+	var cfg serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfg.register(fs) // the serve defaults for everything not set here
+	if err := fs.Parse(append(fl.serveArgs(strategy), "--jwt-secret", fl.secret, "--admin-token", fl.admin)); err != nil {
+		return nil, err
+	}
+	var (
+		insts []*instance
+		files []*os.File
+	)
+	stop := func() error {
+		var errs []error
+		for _, inst := range insts {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			errs = append(errs, inst.Stop(sctx))
+			cancel()
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if err != nil {
+			stop() //nolint:errcheck // the start failed; that error is the one to report
+		}
+	}()
+	for i := range fl.cfg.instances {
+		f, err := os.Create(filepath.Join(fl.logDir, fmt.Sprintf("%s-%d.log", strategy, i+1)))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+		inst, err := startInstance(cfg, fl.b, slog.New(slog.NewTextHandler(f, nil)))
+		if err != nil {
+			return nil, fmt.Errorf("instance %d (log %s): %w", i+1, f.Name(), err)
+		}
+		insts = append(insts, inst)
+		rctx, cancel := context.WithTimeout(ctx, fl.cfg.startup)
+		err = lab.WaitReady(rctx, inst.URL)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("instance %d (log %s): %w", i+1, f.Name(), err)
+		}
+	}
+	urls := make([]string, len(insts))
+	for i, inst := range insts {
+		urls[i] = inst.URL
+	}
+	return &fleet{urls: urls, stop: stop}, nil
+}
+
+// startProcesses starts the instances as child processes of the server
+// binary. The secrets go in the environment, not on command lines that
+// ps shows; the parent's other FLASHSALE_* variables are left out, so the
+// children run exactly the flags given.
+func (fl *fleets) startProcesses(ctx context.Context, strategy string) (_ *fleet, err error) {
+	exe := fl.cfg.serverBin
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("finding this binary to start instances with (set --server-bin): %w", err)
+		}
+	}
+	env := []string{"FLASHSALE_JWT_SECRET=" + fl.secret, "FLASHSALE_ADMIN_TOKEN=" + fl.admin}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FLASHSALE_") {
+			env = append(env, kv)
+		}
+	}
+	args := append([]string{"serve"}, fl.serveArgs(strategy)...)
+	args = append(args, "--redis", fl.b.redisURL, "--db", fl.b.dbURL)
+	var procs []*lab.Process
+	stop := func() error {
+		var errs []error
+		for _, p := range procs {
+			errs = append(errs, p.Stop(15*time.Second))
+		}
+		return errors.Join(errs...)
+	}
+	for i := range fl.cfg.instances {
+		cmd := exec.Command(exe, args...)
+		cmd.Env = env
+		p, err := lab.StartProcess(ctx, cmd, filepath.Join(fl.logDir, fmt.Sprintf("%s-%d.log", strategy, i+1)), fl.cfg.startup)
+		if err != nil {
+			stop() //nolint:errcheck // the start failed; that error is the one to report
+			return nil, fmt.Errorf("instance %d: %w", i+1, err)
+		}
+		procs = append(procs, p)
+	}
+	urls := make([]string, len(procs))
+	for i, p := range procs {
+		urls[i] = p.URL
+	}
+	return &fleet{urls: urls, stop: stop}, nil
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/lab"
+	"github.com/flashsale/flashsale/store"
+)
+
+// buildFlashsale builds this command into a temporary directory: the test
+// binary cannot stand in for it as a child server.
+func buildFlashsale(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "flashsale")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestBenchOnRealServers runs a small bench of conditional and async with
+// two child processes each on the real Redis and MariaDB, and checks the
+// audit and the --json schema.
+func TestBenchOnRealServers(t *testing.T) {
+	bin := buildFlashsale(t)
+	dbURL := testenv.MySQLURL(t)
+	rc, _ := testenv.Redis(t)
+	jsonPath := filepath.Join(t.TempDir(), "runs.json")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"bench",
+		"--strategy", "conditional,async", "--instances", "2",
+		"--stock", "20", "--users", "60", "--concurrency", "20", "--race-window", "1ms",
+		"--redis", "redis://" + testenv.RedisAddr() + "/0", "--db", dbURL,
+		"--server-bin", bin, "--json", jsonPath,
+	}, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if err != nil {
+		t.Fatalf("bench: %v\nstderr:\n%s", err, stderr.String())
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Runs []map[string]any `json:"runs"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var rows struct{ Runs []lab.Row }
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteVoucherKeys(t, rc, dbURL, rows.Runs) })
+	if len(doc.Runs) != 2 || len(rows.Runs) != 2 {
+		t.Fatalf("%d runs in %s, want 2", len(doc.Runs), raw)
+	}
+	keys := []string{"strategy", "instances", "requests", "accepted", "rejected", "errors", "orders", "distinct_buyers",
+		"duplicate_buyers", "remaining_db", "remaining_redis", "oversold", "lost", "undersold", "stock_drift",
+		"rps", "p50_ms", "p90_ms", "p99_ms", "max_ms", "ceiling_rps"}
+	for _, run := range doc.Runs {
+		for _, k := range keys {
+			if _, ok := run[k]; !ok {
+				t.Errorf("run %v lacks %q", run["strategy"], k)
+			}
+		}
+	}
+	if doc.Runs[0]["remaining_redis"] != nil || doc.Runs[1]["remaining_redis"] != 0.0 {
+		t.Errorf("remaining_redis: conditional %v, async %v; want null and 0", doc.Runs[0]["remaining_redis"], doc.Runs[1]["remaining_redis"])
+	}
+	for _, r := range rows.Runs {
+		if !r.Exact() || r.Orders != 20 || r.Accepted != 20 || r.RemainingDB != 0 || r.DistinctBuyers != 20 ||
+			r.Requests != 180 || r.Errors != 0 || r.Instances != 2 || r.RPS <= 0 || r.CeilingRPS <= 0 {
+			t.Errorf("run %+v; want exactly 20 orders of 20 buyers from 180 requests, none lost or duplicated", r)
+		}
+	}
+	if !strings.Contains(stdout.String(), "mode: processes — 2 `flashsale serve` child processes") {
+		t.Error("the output does not say the instances ran as processes")
+	}
+}
+
+// deleteVoucherKeys deletes the Redis keys the service made for the runs'
+// vouchers: the async gate's keys and the order pointers.
+func deleteVoucherKeys(t *testing.T, rc rueidis.Client, dbURL string, runs []lab.Row) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	defer db.Close()
+	for _, r := range runs {
+		if err := purgeVoucher(ctx, rc, db, r.VoucherID); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	}
+}
+
+// purgeVoucher deletes an async voucher's Redis keys after a test's sale.
+func purgeVoucher(ctx context.Context, rc rueidis.Client, db *store.DB, voucherID int64) error {
+	orders, err := db.OrderIDs(ctx, voucherID)
+	if err != nil {
+		return err
+	}
+	return async.Purge(ctx, rc, "", voucherID, orders)
+}
+
+// TestBenchRejectsBadFlags checks the flag combinations bench refuses
+// before starting anything.
+func TestBenchRejectsBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown strategy", []string{"--strategy", "naive,pessimistic"}, `unknown strategy "pessimistic"`},
+		{"no strategy", []string{"--strategy", " , "}, "names no strategy"},
+		{"too few requests", []string{"--users", "100", "--requests", "50"}, "must be at least --users"},
+		{"one in flight", []string{"--concurrency", "1"}, "at least 2"},
+		{"no instances", []string{"--instances", "0"}, "--instances must be at least 1"},
+		{"targets without secrets", []string{"--target", "http://127.0.0.1:1", "--strategy", "naive"}, "--jwt-secret and --admin-token"},
+		{"targets with two labels", []string{"--target", "http://127.0.0.1:1", "--strategy", "naive,mutex"}, "one label"},
+		{"targets without backends", []string{"--target", "http://127.0.0.1:1", "--strategy", "naive", "--jwt-secret", "s", "--admin-token", "a"}, "--redis and --db"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"bench"}, tt.args...), &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("bench %v = %v, want an error containing %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestBenchDefaults checks the defaults the done-when command relies on.
+func TestBenchDefaults(t *testing.T) {
+	var cfg benchConfig
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	cfg.register(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := []int{cfg.stock, cfg.users, cfg.requests, cfg.concurrency, cfg.instances}
+	if !slices.Equal(got, []int{200, 1000, 3000, 200, 1}) || !slices.Equal(cfg.strategyList(), strategies()) {
+		t.Errorf("defaults stock, users, requests, concurrency, instances = %v, strategies %v", got, cfg.strategyList())
+	}
+}

@@ -1,0 +1,203 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Load sends a plan's shots to servers and records every answer. It is the
+// load generator of a Sale, and of its calibration on GET /healthz.
+//
+// In the closed model (Rate 0) Concurrency requests are in flight at all
+// times: a new one leaves as soon as one is answered, and latency runs
+// from the moment a request is sent. In the open model requests leave on a
+// fixed schedule, Rate per second, whatever the servers do, and latency
+// runs from the scheduled time: a request that waits for a free slot
+// (Concurrency still bounds what is in flight, to protect the machine) or
+// for a late dispatcher counts that wait, so a server that stalls cannot
+// hide its stall by slowing the load down (coordinated omission).
+//
+// The clicks of a double-click shot are built first and then released
+// together, each on its own connection, so they reach the servers at the
+// same time, as a double click or a bot does.
+type Load struct {
+	// Targets are the servers' base URLs. Requests go to them round robin,
+	// one request each, as a load balancer does.
+	Targets []string
+	Shots   []Shot
+	// NewRequest builds one request of user for target; see OrderRequest
+	// and HealthzRequest.
+	NewRequest func(ctx context.Context, target string, user int64) (*http.Request, error)
+	// Concurrency bounds the requests in flight; at least 2 when a shot is
+	// a double click.
+	Concurrency int
+	// Rate, when positive, selects the open model: requests per second.
+	Rate float64
+	// Client sends the requests (default: NewClient(Concurrency)).
+	Client *http.Client
+	// Progress is told about every answered request (default: none).
+	Progress Progress
+}
+
+// NewClient returns an HTTP client that keeps up to concurrency idle
+// connections per server, so a run reuses its connections instead of
+// exhausting ephemeral ports, and gives up on a request after timeout.
+func NewClient(concurrency int, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			Proxy:               nil, // the lab talks to the servers directly
+			MaxIdleConns:        0,
+			MaxIdleConnsPerHost: concurrency,
+			IdleConnTimeout:     time.Minute,
+			DisableCompression:  true,
+		},
+	}
+}
+
+func (l *Load) validate() error {
+	switch {
+	case len(l.Targets) == 0:
+		return errors.New("lab: no targets")
+	case l.NewRequest == nil:
+		return errors.New("lab: NewRequest is required")
+	case l.Concurrency <= 0:
+		return fmt.Errorf("lab: concurrency must be positive, got %d", l.Concurrency)
+	case l.Rate < 0:
+		return fmt.Errorf("lab: rate must not be negative, got %g", l.Rate)
+	}
+	for _, s := range l.Shots {
+		if s.Clicks < 1 || s.Clicks > 2 {
+			return fmt.Errorf("lab: a shot has %d clicks; want 1 or 2", s.Clicks)
+		}
+		if s.Clicks > l.Concurrency {
+			return fmt.Errorf("lab: double clicks need a concurrency of at least 2, got %d", l.Concurrency)
+		}
+	}
+	return nil
+}
+
+// Run sends every shot and waits for the answers. It stops sending when
+// ctx ends and returns what was answered so far with ctx's error.
+func (l *Load) Run(ctx context.Context) (*Result, error) {
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	r := &run{Load: l, ctx: ctx, client: l.Client, progress: l.Progress, rec: newRecorder(), slots: make(chan struct{}, l.Concurrency)}
+	if r.client == nil {
+		r.client = NewClient(l.Concurrency, 30*time.Second)
+		defer r.client.CloseIdleConnections()
+	}
+	if r.progress == nil {
+		r.progress = nopProgress{}
+	}
+	var interval time.Duration
+	if l.Rate > 0 {
+		interval = time.Duration(float64(time.Second) / l.Rate)
+	}
+	start := time.Now()
+	sent := 0
+	for _, shot := range l.Shots {
+		var due time.Time // the open model's scheduled send time
+		if l.Rate > 0 {
+			due = start.Add(time.Duration(sent) * interval)
+			if err := sleepUntil(ctx, due); err != nil {
+				break
+			}
+		}
+		if err := acquire(ctx, r.slots, shot.Clicks); err != nil {
+			break
+		}
+		r.fire(shot, due, sent)
+		sent += shot.Clicks
+	}
+	r.wg.Wait()
+	return r.rec.result(sent, time.Since(start)), ctx.Err()
+}
+
+// run is one Run of a Load.
+type run struct {
+	*Load
+	ctx      context.Context
+	client   *http.Client
+	progress Progress
+	rec      *recorder
+	slots    chan struct{} // one per request in flight
+	wg       sync.WaitGroup
+}
+
+// fire sends the clicks of one shot, the seq-th request of the run first,
+// and releases them together once all are built; each gives its slot
+// back when answered.
+func (r *run) fire(shot Shot, due time.Time, seq int) {
+	var ready sync.WaitGroup
+	release := make(chan struct{})
+	for i := range shot.Clicks {
+		target := r.Targets[(seq+i)%len(r.Targets)]
+		ready.Add(1)
+		r.wg.Go(func() {
+			defer func() { <-r.slots }()
+			req, err := r.NewRequest(r.ctx, target, shot.User)
+			ready.Done()
+			<-release
+			a := answer{user: shot.User, err: err}
+			if err == nil {
+				a = send(r.client, req, shot.User, due)
+			}
+			r.rec.add(a)
+			r.progress.Add(1)
+		})
+	}
+	ready.Wait()
+	close(release)
+}
+
+// send sends req and reads its answer. Latency runs from due, or from now
+// when due is zero.
+func send(client *http.Client, req *http.Request, user int64, due time.Time) answer {
+	from := due
+	if from.IsZero() {
+		from = time.Now()
+	}
+	a := answer{user: user}
+	resp, err := client.Do(req)
+	if err != nil {
+		a.err = err
+		return a
+	}
+	a.orderID, a.code, a.err = readAnswer(resp)
+	a.latency = time.Since(from)
+	return a
+}
+
+// acquire takes n slots, or returns ctx's error.
+func acquire(ctx context.Context, slots chan struct{}, n int) error {
+	for range n {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// sleepUntil waits until t, or returns ctx's error.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

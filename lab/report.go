@@ -1,0 +1,138 @@
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Row is one run of the lab: the answers, the audit and the speed. Its
+// JSON form is the --json schema of flashsale bench.
+type Row struct {
+	Strategy  string `json:"strategy"`
+	VoucherID int64  `json:"voucher_id,string"`
+	Instances int    `json:"instances"`
+	Stock     int    `json:"stock"`
+	// From the answers.
+	Requests int            `json:"requests"`
+	Accepted int            `json:"accepted"`
+	Rejected map[string]int `json:"rejected"`
+	Errors   int            `json:"errors"`
+	// From MySQL and Redis (see Findings).
+	Orders          int  `json:"orders"`
+	DistinctBuyers  int  `json:"distinct_buyers"`
+	DuplicateBuyers int  `json:"duplicate_buyers"`
+	RemainingDB     int  `json:"remaining_db"`
+	RemainingRedis  *int `json:"remaining_redis"`
+	Oversold        int  `json:"oversold"`
+	Lost            int  `json:"lost"`
+	Undersold       int  `json:"undersold"`
+	StockDrift      int  `json:"stock_drift"`
+	// Speed: answered requests per second and latency in ms, and the
+	// answered requests per second of the same load on GET /healthz.
+	RPS        float64 `json:"rps"`
+	P50Ms      float64 `json:"p50_ms"`
+	P90Ms      float64 `json:"p90_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	CeilingRPS float64 `json:"ceiling_rps"`
+}
+
+func (r *Row) setLoad(res *Result) {
+	r.Requests, r.Accepted, r.Errors = res.Requests, res.Accepted, res.Errors
+	r.Rejected = maps.Clone(res.Rejected)
+	r.RPS = round(res.RPS(), 1)
+	r.P50Ms, r.P90Ms, r.P99Ms = round(res.LatencyMs(50), 3), round(res.LatencyMs(90), 3), round(res.LatencyMs(99), 3)
+	r.MaxMs = round(res.MaxLatencyMs(), 3)
+}
+
+func (r *Row) setFindings(f Findings) {
+	r.Orders, r.DistinctBuyers, r.DuplicateBuyers = f.Orders, f.DistinctBuyers, f.DuplicateBuyers
+	r.RemainingDB, r.RemainingRedis = f.RemainingDB, f.RemainingRedis
+	r.Oversold, r.Lost, r.Undersold, r.StockDrift = f.Oversold, f.Lost, f.Undersold, f.StockDrift
+}
+
+// Exact reports whether the row's audit found nothing wrong.
+func (r *Row) Exact() bool {
+	return r.Oversold == 0 && r.DuplicateBuyers == 0 && r.Lost == 0 && r.Undersold == 0 && r.StockDrift == 0
+}
+
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
+}
+
+// WriteJSON writes {"runs": rows} to w, indented.
+func WriteJSON(w io.Writer, rows []Row) error {
+	if rows == nil {
+		rows = []Row{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Runs []Row `json:"runs"`
+	}{rows})
+}
+
+// WriteTable writes rows as one aligned table: the answers, the audit, the
+// speed (with the rate as a share of the /healthz ceiling) and, last, the
+// refusals by code.
+func WriteTable(w io.Writer, rows []Row) error {
+	// Numbers align right; the strategy column is padded to read left.
+	width := len("strategy")
+	for _, r := range rows {
+		width = max(width, len(r.Strategy))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tinst\trequests\taccepted\trejected\terrors\t"+
+		"orders\tbuyers\tdup buyers\tleft db\tleft redis\toversold\tlost\tundersold\tdrift\t"+
+		"rps\tceiling\tof ceiling\tp50 ms\tp90 ms\tp99 ms\tmax ms\t  rejected by code\n", width, "strategy")
+	for _, r := range rows {
+		redis := "-"
+		if r.RemainingRedis != nil {
+			redis = strconv.Itoa(*r.RemainingRedis)
+		}
+		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%+d\t%.0f\t%.0f\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t  %s\n",
+			width, r.Strategy, r.Instances, r.Requests, r.Accepted, total(r.Rejected), r.Errors,
+			r.Orders, r.DistinctBuyers, r.DuplicateBuyers, r.RemainingDB, redis, r.Oversold, r.Lost, r.Undersold, r.StockDrift,
+			r.RPS, r.CeilingRPS, percent(r.RPS, r.CeilingRPS), r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs, codes(r.Rejected))
+	}
+	return tw.Flush()
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func percent(x, of float64) string {
+	if of <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*x/of)
+}
+
+// codes formats refusals as "sold_out=2650 duplicate_order=240", most
+// frequent first.
+func codes(m map[string]int) string {
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int {
+		if m[a] != m[b] {
+			return m[b] - m[a]
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,93 @@
+package lab_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flashsale/flashsale/lab"
+)
+
+// documented are the keys of a run in flashsale bench --json, as the lab
+// brief lists them, plus voucher_id and stock.
+var documented = []string{
+	"strategy", "voucher_id", "instances", "stock", "requests", "accepted", "rejected", "errors", "orders",
+	"distinct_buyers", "duplicate_buyers", "remaining_db", "remaining_redis", "oversold", "lost",
+	"undersold", "stock_drift", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms", "ceiling_rps",
+}
+
+func sampleRows() []lab.Row {
+	zero := 0
+	return []lab.Row{
+		{Strategy: "naive", Instances: 3, Stock: 50, Requests: 900, Accepted: 120, Rejected: map[string]int{"duplicate_order": 780},
+			Orders: 120, DistinctBuyers: 120, RemainingDB: 20, Oversold: 70, StockDrift: -90, RPS: 1000, CeilingRPS: 4000},
+		{Strategy: "optimistic", Instances: 3, Stock: 50, Requests: 900, Accepted: 20, Rejected: map[string]int{"sold_out": 880},
+			Orders: 20, DistinctBuyers: 20, RemainingDB: 30, Undersold: 30},
+		{Strategy: "conditional", Instances: 3, Stock: 50, Requests: 900, Accepted: 50, Rejected: map[string]int{"sold_out": 850},
+			Orders: 50, DistinctBuyers: 50},
+		{Strategy: "async", Instances: 3, Stock: 50, Requests: 900, Accepted: 50, Rejected: map[string]int{"sold_out": 850},
+			Orders: 50, DistinctBuyers: 50, RemainingRedis: &zero},
+	}
+}
+
+// TestWriteJSONSchema checks the documented keys and that remaining_redis
+// is null where a strategy keeps no stock in Redis.
+func TestWriteJSONSchema(t *testing.T) {
+	var buf bytes.Buffer
+	if err := lab.WriteJSON(&buf, sampleRows()); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Runs []map[string]any `json:"runs"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Runs) != 4 {
+		t.Fatalf("%d runs, want 4", len(doc.Runs))
+	}
+	want := slices.Sorted(slices.Values(documented))
+	for _, run := range doc.Runs {
+		if got := slices.Sorted(maps.Keys(run)); !slices.Equal(got, want) {
+			t.Errorf("run %v has keys %v, want %v", run["strategy"], got, want)
+		}
+	}
+	if doc.Runs[0]["remaining_redis"] != nil || doc.Runs[3]["remaining_redis"] != 0.0 {
+		t.Errorf("remaining_redis %v and %v; want null for naive and 0 for async", doc.Runs[0]["remaining_redis"], doc.Runs[3]["remaining_redis"])
+	}
+	if doc.Runs[0]["rejected"].(map[string]any)["duplicate_order"] != 780.0 || doc.Runs[0]["stock_drift"] != -90.0 {
+		t.Errorf("naive run %v", doc.Runs[0])
+	}
+}
+
+// TestWriteTable checks that the table has one row per run, the ratio to
+// the ceiling, and "-" where Redis keeps no stock.
+func TestWriteTable(t *testing.T) {
+	var buf bytes.Buffer
+	if err := lab.WriteTable(&buf, sampleRows()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 5 || strings.Fields(lines[1])[0] != "naive" || !strings.Contains(lines[1], " 25% ") ||
+		!strings.Contains(lines[1], " -90 ") || !strings.Contains(lines[1], " - ") || !strings.HasSuffix(lines[1], "duplicate_order=780") {
+		t.Errorf("table:\n%s", buf.String())
+	}
+}
+
+// TestVerdictsComeFromTheNumbers checks that the sentences name what each
+// row's numbers show, and group the exact rows.
+func TestVerdictsComeFromTheNumbers(t *testing.T) {
+	got := strings.Join(lab.Verdicts(sampleRows()), "\n")
+	for _, want := range []string{
+		"naive: oversold 70 (120 orders for 50 units); lost 90 stock updates (the stock fell by 30 for 120 orders).",
+		"optimistic: undersold 30",
+		"exact: conditional (50 orders for 50 units), async (50 orders for 50 units)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdicts lack %q:\n%s", want, got)
+		}
+	}
+}

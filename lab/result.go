@@ -1,0 +1,121 @@
+package lab
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Result is what a Load's answers said.
+type Result struct {
+	// Requests counts the requests sent (all of the plan's unless the run
+	// was cancelled); Accepted those answered 2xx, Rejected those answered
+	// otherwise, by error code, and Errors those with no answer at all
+	// (connection refused or reset, timeout, unreadable body).
+	Requests int
+	Accepted int
+	Rejected map[string]int
+	Errors   int
+	// ErrorSamples holds the first few transport errors, for the log.
+	ErrorSamples []error
+	// OrderIDs are the order ids the accepted answers named, in the order
+	// they arrived.
+	OrderIDs []int64
+	// RefusedUsers are the buyers who were refused at least once (any
+	// error code), ascending.
+	RefusedUsers []int64
+	// Latency holds the latency of every answered request in µs.
+	Latency *hdrhistogram.Histogram
+	Elapsed time.Duration
+}
+
+// RPS returns the answered requests per second over the whole run.
+func (r *Result) RPS() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Requests-r.Errors) / r.Elapsed.Seconds()
+}
+
+// LatencyMs returns the latency at quantile q (0–100) in milliseconds.
+func (r *Result) LatencyMs(q float64) float64 {
+	return float64(r.Latency.ValueAtQuantile(q)) / 1000
+}
+
+// MaxLatencyMs returns the highest latency in milliseconds.
+func (r *Result) MaxLatencyMs() float64 {
+	return float64(r.Latency.Max()) / 1000
+}
+
+// latencyMax is the highest latency the histogram holds; longer ones are
+// recorded as this.
+const latencyMax = time.Minute
+
+// maxErrorSamples bounds Result.ErrorSamples.
+const maxErrorSamples = 5
+
+// answer is the outcome of one request.
+type answer struct {
+	user    int64
+	orderID int64
+	code    string // "" for 2xx
+	err     error  // transport error
+	latency time.Duration
+}
+
+// recorder collects answers from many goroutines.
+type recorder struct {
+	mu      sync.Mutex
+	res     Result
+	refused map[int64]bool
+}
+
+func newRecorder() *recorder {
+	return &recorder{
+		res: Result{
+			Rejected: map[string]int{},
+			OrderIDs: []int64{},
+			Latency:  hdrhistogram.New(1, latencyMax.Microseconds(), 3),
+		},
+		refused: map[int64]bool{},
+	}
+}
+
+func (r *recorder) add(a answer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.err != nil {
+		r.res.Errors++
+		if len(r.res.ErrorSamples) < maxErrorSamples {
+			r.res.ErrorSamples = append(r.res.ErrorSamples, a.err)
+		}
+		return
+	}
+	_ = r.res.Latency.RecordValue(min(a.latency, latencyMax).Microseconds()) // in range by construction
+	if a.code != "" {
+		r.res.Rejected[a.code]++
+		r.refused[a.user] = true
+		return
+	}
+	r.res.Accepted++
+	if a.orderID != 0 {
+		r.res.OrderIDs = append(r.res.OrderIDs, a.orderID)
+	}
+}
+
+// result returns the Result of a run that sent requests in elapsed.
+func (r *recorder) result(requests int, elapsed time.Duration) *Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.res
+	res.Requests = requests
+	res.Elapsed = elapsed
+	res.RefusedUsers = slices.Sorted(maps.Keys(r.refused))
+	if res.RefusedUsers == nil {
+		res.RefusedUsers = []int64{}
+	}
+	return &res
+}

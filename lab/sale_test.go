@@ -1,0 +1,115 @@
+package lab_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/lab"
+	"github.com/flashsale/flashsale/store"
+)
+
+// faultyShop is a fake order service on a real database that is wrong in
+// two ways the lab must see: it answers "accepted" for some buyers without
+// storing an order, and drops the connection of others.
+type faultyShop struct {
+	db   *store.DB
+	auth *auth.Authenticator
+}
+
+const shopVoucher = 7
+
+func (s *faultyShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/healthz":
+		fmt.Fprint(w, `{"status":"ok"}`)
+	case r.URL.Path == "/api/vouchers":
+		var v flashsale.Voucher
+		if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		v.ID = shopVoucher
+		if err := s.db.CreateVoucher(r.Context(), &v); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"%d"}`, v.ID)
+	default:
+		s.order(w, r)
+	}
+}
+
+// order stores the orders of users 3, 6, 9…, pretends to take those of
+// users 1, 4, 7… and drops the connection of users 2, 5, 8….
+func (s *faultyShop) order(w http.ResponseWriter, r *http.Request) {
+	user, err := s.auth.User(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	o := &flashsale.Order{ID: 1000 + user, VoucherID: shopVoucher, UserID: user, Status: flashsale.StatusCreated}
+	switch user % 3 {
+	case 0:
+		err := s.db.Tx(r.Context(), func(tx *store.Tx) error {
+			if _, err := tx.DecrementRemaining(r.Context(), shopVoucher, 1); err != nil {
+				return err
+			}
+			return tx.InsertOrder(r.Context(), o)
+		})
+		if err != nil {
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprintf(w, `{"error":{"code":%q}}`, flashsale.ErrorCode(err))
+			return
+		}
+	case 1:
+		// Accepted, never stored.
+	default:
+		panic(http.ErrAbortHandler)
+	}
+	fmt.Fprintf(w, `{"order_id":"%d","status":"created"}`, o.ID)
+}
+
+// TestSaleAuditsTheDatabase runs a Sale against the faulty shop: the
+// audit must count the accepted orders missing from the database as lost,
+// the dropped connections as transport errors, and fail the run for them.
+func TestSaleAuditsTheDatabase(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, testenv.MySQLURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rc, _ := testenv.Redis(t)
+	authn, err := auth.New(strings.Repeat("s", 32), "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(&faultyShop{db: db, auth: authn})
+	defer srv.Close()
+	sale := &lab.Sale{
+		Strategy: "faulty", Targets: []string{srv.URL}, AdminToken: "admin", Auth: authn, Auditor: lab.NewAuditor(db, rc),
+		Stock: 100, Users: 30, Requests: 60, Concurrency: 4,
+	}
+	row, err := sale.Run(ctx)
+	if !errors.Is(err, lab.ErrTransport) {
+		t.Errorf("Run error = %v, want ErrTransport", err)
+	}
+	// 10 buyers of each kind, 2 attempts each: the second attempt of a
+	// storing buyer is a duplicate.
+	if row.VoucherID != shopVoucher || row.Requests != 60 || row.Accepted != 30 || row.Errors != 20 ||
+		row.Rejected["duplicate_order"] != 10 || row.Orders != 10 || row.DistinctBuyers != 10 || row.Lost != 20 ||
+		row.RemainingDB != 90 || row.StockDrift != 0 || row.Oversold != 0 || row.Undersold != 0 ||
+		row.RemainingRedis != nil || row.CeilingRPS <= 0 {
+		t.Errorf("row %+v", row)
+	}
+}
