@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/idgen"
@@ -29,7 +33,7 @@ const (
 
 // testAPI is the whole service on real Redis and MariaDB behind httptest.
 type testAPI struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	auth  *auth.Authenticator
 	db    *store.DB
@@ -44,7 +48,7 @@ type apiOptions struct {
 	lockWait time.Duration
 }
 
-func newTestAPI(t *testing.T, o apiOptions) *testAPI {
+func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 	t.Helper()
 	ctx := context.Background()
 	rc, prefix := testenv.Redis(t)
@@ -53,7 +57,7 @@ func newTestAPI(t *testing.T, o apiOptions) *testAPI {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	ids := idgen.New(rc, "id", idgen.WithPrefix(prefix+"idgen:"), idgen.WithFloor(db.MaxOrderID))
+	ids := idgen.New(rc, "id", idgen.WithPrefix(prefix+"idgen:"), idgen.WithFloor(db.MaxOrderID), idgen.WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(ids.Close)
 	locks := lock.New(rc, lock.WithPrefix(prefix+"lock:"))
 	t.Cleanup(func() { locks.Close() })
@@ -63,16 +67,13 @@ func newTestAPI(t *testing.T, o apiOptions) *testAPI {
 	if o.strategy == "" {
 		o.strategy = "conditional"
 	}
-	orders, err := strategy.New(o.strategy, strategy.Config{DB: db, IDs: ids, Locks: locks, LockWait: o.lockWait})
-	if err != nil {
-		t.Fatal(err)
-	}
+	vouchers, orders := services(t, o, rc, prefix, db, ids, locks)
 	a, err := auth.New(secret, adminToken)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &httpapi.Server{
-		Vouchers: strategy.Vouchers(db, ids),
+		Vouchers: vouchers,
 		Orders:   orders,
 		Auth:     a,
 		Limiter:  ratelimit.New(rc, prefix+"rate:"),
@@ -83,6 +84,28 @@ func newTestAPI(t *testing.T, o apiOptions) *testAPI {
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return &testAPI{t: t, url: ts.URL, auth: a, db: db, locks: locks}
+}
+
+// services returns the strategy's services; async runs its consumer until
+// the test ends.
+func services(t testing.TB, o apiOptions, rc rueidis.Client, prefix string, db *store.DB, ids *idgen.Generator, locks *lock.Client) (flashsale.VoucherService, flashsale.OrderService) {
+	if o.strategy == "async" {
+		svc, err := async.NewService(rc, db, async.Config{Prefix: prefix + "a:", OrderIDs: ids})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := async.NewConsumer(rc, db, async.ConsumerConfig{Prefix: prefix + "a:", Block: 100 * time.Millisecond, Refresh: 100 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = c.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return svc, svc
+	}
+	orders, err := strategy.New(o.strategy, strategy.Config{DB: db, IDs: ids, Locks: locks, LockWait: o.lockWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strategy.Vouchers(db, ids), orders
 }
 
 func (api *testAPI) userToken(id int64) string {
@@ -273,27 +296,51 @@ func TestAuthRules(t *testing.T) {
 	}
 }
 
+// TestOrderFlowAndErrors places and finds an order with every safe
+// strategy (async answers pending until its consumer persists the order)
+// and checks every refusal.
 func TestOrderFlowAndErrors(t *testing.T) {
-	api := newTestAPI(t, apiOptions{})
-	vid := api.createVoucher(1)
-	alice, bob := api.userToken(101), api.userToken(102)
+	for _, tt := range []struct{ strategy, status string }{
+		{"conditional", "created"},
+		{"lock", "created"},
+		{"async", "pending"},
+	} {
+		t.Run(tt.strategy, func(t *testing.T) { testOrderFlowAndErrors(t, tt.strategy, tt.status) })
+	}
+}
+
+func testOrderFlowAndErrors(t *testing.T, strategyName, placedStatus string) {
+	api := newTestAPI(t, apiOptions{strategy: strategyName})
+	vid := api.createVoucher(2)
+	alice, bob, carol := api.userToken(101), api.userToken(102), api.userToken(103)
 
 	var placed struct {
 		OrderID string `json:"order_id"`
 		Status  string `json:"status"`
 	}
 	res := api.do("POST", "/api/vouchers/"+vid+"/orders", alice, `{"user_id":"999"}`, &placed)
-	if res.StatusCode != 200 || placed.Status != "created" || placed.OrderID == "" {
-		t.Fatalf("order: %d %+v", res.StatusCode, placed)
+	if res.StatusCode != 200 || placed.Status != placedStatus || placed.OrderID == "" {
+		t.Fatalf("order: %d %+v; want status %s", res.StatusCode, placed, placedStatus)
 	}
 	var got map[string]string
 	res = api.do("GET", "/api/orders/"+placed.OrderID, alice, "", &got)
-	want := map[string]string{"order_id": placed.OrderID, "voucher_id": vid, "user_id": "101", "status": "created"}
-	if res.StatusCode != 200 || fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("get order: %d %v; want %v (the body's user_id must be ignored)", res.StatusCode, got, want)
+	want := map[string]string{"order_id": placed.OrderID, "voucher_id": vid, "user_id": "101"}
+	status := got["status"]
+	delete(got, "status")
+	if res.StatusCode != 200 || fmt.Sprint(got) != fmt.Sprint(want) || (status != "created" && status != placedStatus) {
+		t.Fatalf("get order: %d %v status %q; want %v (the body's user_id must be ignored)", res.StatusCode, got, status, want)
 	}
 	if res := api.do("GET", "/api/orders/"+placed.OrderID, adminToken, "", &got); res.StatusCode != 200 || got["user_id"] != "101" {
 		t.Fatalf("admin get order: %d %v", res.StatusCode, got)
+	}
+
+	// A repeat order while stock is left (after the sell-out, the async
+	// gate answers sold_out first, as the seed's script does).
+	var eb errorBody
+	res = api.do("POST", "/api/vouchers/"+vid+"/orders", alice, "", &eb)
+	wantError(t, res, eb, 409, flashsale.EDuplicateOrder)
+	if res := api.do("POST", "/api/vouchers/"+vid+"/orders", bob, "", &placed); res.StatusCode != 200 {
+		t.Fatalf("bob's order: %d", res.StatusCode)
 	}
 
 	past := api.createVoucherWindow(5, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
@@ -303,15 +350,14 @@ func TestOrderFlowAndErrors(t *testing.T) {
 		status                    int
 		code                      string
 	}{
-		{"second order of a buyer", "POST", "/api/vouchers/" + vid + "/orders", alice, 409, flashsale.EDuplicateOrder},
-		{"sold out", "POST", "/api/vouchers/" + vid + "/orders", bob, 409, flashsale.ESoldOut},
+		{"sold out", "POST", "/api/vouchers/" + vid + "/orders", carol, 409, flashsale.ESoldOut},
 		{"not started", "POST", "/api/vouchers/" + future + "/orders", bob, 409, flashsale.ENotStarted},
 		{"ended", "POST", "/api/vouchers/" + past + "/orders", bob, 409, flashsale.EEnded},
 		{"unknown voucher", "POST", "/api/vouchers/123456789/orders", bob, 404, flashsale.ENotFound},
 		{"non-numeric voucher id", "POST", "/api/vouchers/abc/orders", bob, 400, flashsale.EInvalid},
 		{"negative voucher id", "POST", "/api/vouchers/-4/orders", bob, 400, flashsale.EInvalid},
 		{"overflowing voucher id", "POST", "/api/vouchers/99999999999999999999/orders", bob, 400, flashsale.EInvalid},
-		{"someone else's order", "GET", "/api/orders/" + placed.OrderID, bob, 404, flashsale.ENotFound},
+		{"someone else's order", "GET", "/api/orders/" + placed.OrderID, alice, 404, flashsale.ENotFound},
 		{"unknown order", "GET", "/api/orders/42", bob, 404, flashsale.ENotFound},
 		{"non-numeric order id", "GET", "/api/orders/x1", bob, 400, flashsale.EInvalid},
 		{"unknown voucher get", "GET", "/api/vouchers/42", "", 404, flashsale.ENotFound},
@@ -327,7 +373,7 @@ func TestOrderFlowAndErrors(t *testing.T) {
 	}
 	var v map[string]any
 	api.do("GET", "/api/vouchers/"+vid, "", "", &v)
-	if v["remaining"] != float64(0) || v["orders"] != float64(1) {
+	if v["remaining"] != float64(0) || v["orders"] != float64(2) {
 		t.Fatalf("voucher after the sale: %v", v)
 	}
 }

@@ -1,0 +1,107 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkHotVoucher measures order attempts per second through HTTP on
+// one hot voucher, and GET /healthz of the same server under the same load
+// (same client, same concurrency, same number of requests) in the same
+// run, so the ratio travels between machines. Shapes:
+//
+//   - sale: stock 1,000 and every buyer clicks five times, most attempts
+//     after the sell-out, as in a real flash sale;
+//   - accept: stock for every attempt and a new buyer each time, so every
+//     attempt is an order (orders/s).
+//
+// The servers run on the real Redis and MariaDB; the load runs in the same
+// process (2 cores shared), which costs the same for both measurements.
+func BenchmarkHotVoucher(b *testing.B) {
+	shapes := []struct {
+		strategy, shape string
+		stock           func(n int) int
+		users           func(n int) int
+	}{
+		{"async", "sale", func(int) int { return 1000 }, func(n int) int { return max(n/5, 1) }},
+		{"async", "accept", func(n int) int { return n }, func(n int) int { return n }},
+		{"conditional", "sale", func(int) int { return 1000 }, func(n int) int { return max(n/5, 1) }},
+		{"conditional", "accept", func(n int) int { return n }, func(n int) int { return n }},
+		{"lock", "sale", func(int) int { return 1000 }, func(n int) int { return max(n/5, 1) }},
+		{"lock", "accept", func(n int) int { return n }, func(n int) int { return n }},
+	}
+	for _, s := range shapes {
+		b.Run(s.strategy+"/"+s.shape, func(b *testing.B) {
+			api := newTestAPI(b, apiOptions{strategy: s.strategy})
+			vid := api.createVoucher(max(s.stock(b.N), 1))
+			tokens := make([]string, s.users(b.N))
+			for i := range tokens {
+				tokens[i] = api.userToken(int64(i + 1))
+			}
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConcurrency, MaxConnsPerHost: benchConcurrency}}
+			healthz := hammerHTTP(b, client, b.N, func(int) (*http.Request, error) {
+				return http.NewRequest(http.MethodGet, api.url+"/healthz", nil)
+			})
+			b.ResetTimer()
+			orders := hammerHTTP(b, client, b.N, func(i int) (*http.Request, error) {
+				req, err := http.NewRequest(http.MethodPost, api.url+"/api/vouchers/"+vid+"/orders", nil)
+				if err == nil {
+					req.Header.Set("Authorization", "Bearer "+tokens[i%len(tokens)])
+				}
+				return req, err
+			})
+			b.StopTimer()
+			b.ReportMetric(orders, "attempts/s")
+			b.ReportMetric(healthz, "healthz/s")
+			b.ReportMetric(orders/healthz, "ratio")
+		})
+	}
+}
+
+// benchConcurrency is how many requests the benchmark keeps in flight.
+const benchConcurrency = 64
+
+// hammerHTTP sends n requests, benchConcurrency at a time, fails the
+// benchmark on transport errors and 5xx answers, and returns requests/s.
+func hammerHTTP(b *testing.B, client *http.Client, n int, newReq func(i int) (*http.Request, error)) float64 {
+	var (
+		next     atomic.Int64
+		failures atomic.Int64
+		wg       sync.WaitGroup
+		firstErr sync.Once
+	)
+	start := time.Now()
+	for range benchConcurrency {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				req, err := newReq(i)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				res, err := client.Do(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode >= 500 {
+						err = fmt.Errorf("%s %s: %s", req.Method, req.URL.Path, res.Status)
+					}
+				}
+				if err != nil {
+					failures.Add(1)
+					firstErr.Do(func() { b.Error(err) })
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if f := failures.Load(); f > 0 {
+		b.Fatalf("%d of %d requests failed", f, n)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
