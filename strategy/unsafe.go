@@ -23,20 +23,11 @@ func (s *naive) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flash
 }
 
 func (s *naive) take(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
-	db := s.cfg.DB
-	if err := refuseRepeat(ctx, db.Conn, voucherID, userID); err != nil {
-		return nil, err
-	}
-	n, err := db.Remaining(ctx, voucherID)
+	n, err := s.readStock(ctx, voucherID, userID)
 	if err != nil {
 		return nil, err
 	}
-	if n < 1 {
-		return nil, soldOut()
-	}
-	if err := s.raceWindow(ctx); err != nil {
-		return nil, err
-	}
+	db := s.cfg.DB
 	if err := db.SetRemaining(ctx, voucherID, n-1); err != nil {
 		return nil, err
 	}
@@ -81,25 +72,15 @@ func (s *optimistic) PlaceOrder(ctx context.Context, voucherID, userID int64) (*
 	if err := s.open(ctx, voucherID); err != nil {
 		return nil, err
 	}
-	db := s.cfg.DB
-	if err := refuseRepeat(ctx, db.Conn, voucherID, userID); err != nil {
-		return nil, err
-	}
-	n, err := db.Remaining(ctx, voucherID)
+	n, err := s.readStock(ctx, voucherID, userID)
 	if err != nil {
-		return nil, err
-	}
-	if n < 1 {
-		return nil, soldOut()
-	}
-	if err := s.raceWindow(ctx); err != nil {
 		return nil, err
 	}
 	o, err := s.newOrder(ctx, voucherID, userID)
 	if err != nil {
 		return nil, err
 	}
-	err = db.Tx(ctx, func(tx *store.Tx) error {
+	err = s.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
 		ok, err := tx.CompareAndSetRemaining(ctx, voucherID, n, n-1)
 		if err != nil {
 			return err
@@ -113,4 +94,22 @@ func (s *optimistic) PlaceOrder(ctx context.Context, voucherID, userID int64) (*
 		return nil, err
 	}
 	return o, nil
+}
+
+// readStock is the read half of the unsafe strategies' read-then-write:
+// refuse a repeat buyer, read the stock outside any transaction, refuse
+// when none is left, then wait the race window before the caller writes.
+func (b *base) readStock(ctx context.Context, voucherID, userID int64) (int, error) {
+	db := b.cfg.DB
+	if err := refuseRepeat(ctx, db.Conn, voucherID, userID); err != nil {
+		return 0, err
+	}
+	n, err := db.Remaining(ctx, voucherID)
+	if err != nil {
+		return 0, err
+	}
+	if n < 1 {
+		return 0, soldOut()
+	}
+	return n, b.raceWindow(ctx)
 }
