@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale/lab"
+)
+
+// fleets starts the instances a strategy's run loads.
+type fleets struct {
+	cfg           benchConfig
+	b             *backends
+	logDir        string
+	secret, admin string
+}
+
+// fleet is one strategy's running instances.
+type fleet struct {
+	urls []string
+	stop func() error
+}
+
+// inProcess reports whether the instances run in this process: when a
+// backend is embedded (it lives in this process) or the database is a
+// SQLite file (one process's database).
+func (fl *fleets) inProcess() bool {
+	return fl.cfg.backends.Embedded() || strings.HasPrefix(fl.cfg.backends.db, "sqlite:")
+}
+
+// describe says how the instances run, and on what.
+func (fl *fleets) describe() string {
+	redis, db := "redis "+redact(fl.b.redisURL), "database "+redact(fl.b.dbURL)
+	if fl.cfg.backends.redis == "" {
+		redis = "embedded Redis (miniredis, in this process) at " + fl.b.redisURL
+	}
+	if fl.cfg.backends.db == "" {
+		db = "embedded SQLite " + fl.b.dbURL
+	}
+	switch {
+	case fl.cfg.targets != "":
+		return fmt.Sprintf("mode: targets — %d running server(s) (%s), audited on %s and %s",
+			len(fl.cfg.targetList()), strings.Join(fl.cfg.targetList(), ", "), redis, db)
+	case fl.inProcess():
+		return fmt.Sprintf("mode: in-process — %d instances per strategy inside this process (each with its own strategy, mutexes and lock client), on %s and %s",
+			fl.cfg.instances, redis, db)
+	default:
+		return fmt.Sprintf("mode: processes — %d `flashsale serve` child processes per strategy, on %s and %s",
+			fl.cfg.instances, redis, db)
+	}
+}
+
+// redact hides a URL's password.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
+// serveArgs are the serve flags of an instance of the strategy, backends
+// and secrets excepted.
+func (fl *fleets) serveArgs(strategy string) []string {
+	return []string{
+		"--addr", "127.0.0.1:0",
+		"--strategy", strategy,
+		"--race-window", fl.cfg.raceWindow.String(),
+		"--rate-limit-user", strconv.FormatFloat(fl.cfg.rateUser, 'g', -1, 64),
+		"--rate-limit-ip", strconv.FormatFloat(fl.cfg.rateIP, 'g', -1, 64),
+		"--lock-wait", fl.cfg.lockWait.String(),
+		"--shutdown-timeout", "10s",
+	}
+}
+
+// start starts the strategy's instances (or names the targets).
+func (fl *fleets) start(ctx context.Context, strategy string) (*fleet, error) {
+	switch {
+	case fl.cfg.targets != "":
+		return &fleet{urls: fl.cfg.targetList(), stop: func() error { return nil }}, nil
+	case fl.inProcess():
+		return fl.startInProcess(ctx, strategy)
+	default:
+		return fl.startProcesses(ctx, strategy)
+	}
+}
+
+// startInProcess starts the instances in this process on the shared
+// backends, each logging to its own file.
+func (fl *fleets) startInProcess(ctx context.Context, strategy string) (_ *fleet, err error) {
+	var cfg serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfg.register(fs) // the serve defaults for everything not set here
+	if err := fs.Parse(append(fl.serveArgs(strategy), "--jwt-secret", fl.secret, "--admin-token", fl.admin)); err != nil {
+		return nil, err
+	}
+	var (
+		insts []*instance
+		files []*os.File
+	)
+	stop := func() error {
+		var errs []error
+		for _, inst := range insts {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			errs = append(errs, inst.Stop(sctx))
+			cancel()
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if err != nil {
+			stop() //nolint:errcheck // the start failed; that error is the one to report
+		}
+	}()
+	for i := range fl.cfg.instances {
+		f, err := os.Create(filepath.Join(fl.logDir, fmt.Sprintf("%s-%d.log", strategy, i+1)))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+		inst, err := startInstance(cfg, fl.b, slog.New(slog.NewTextHandler(f, nil)))
+		if err != nil {
+			return nil, fmt.Errorf("instance %d (log %s): %w", i+1, f.Name(), err)
+		}
+		insts = append(insts, inst)
+		rctx, cancel := context.WithTimeout(ctx, fl.cfg.startup)
+		err = lab.WaitReady(rctx, inst.URL)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("instance %d (log %s): %w", i+1, f.Name(), err)
+		}
+	}
+	urls := make([]string, len(insts))
+	for i, inst := range insts {
+		urls[i] = inst.URL
+	}
+	return &fleet{urls: urls, stop: stop}, nil
+}
+
+// startProcesses starts the instances as child processes of the server
+// binary. The secrets go in the environment, not on command lines that
+// ps shows; the parent's other FLASHSALE_* variables are left out, so the
+// children run exactly the flags given.
+func (fl *fleets) startProcesses(ctx context.Context, strategy string) (_ *fleet, err error) {
+	exe := fl.cfg.serverBin
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("finding this binary to start instances with (set --server-bin): %w", err)
+		}
+	}
+	env := []string{"FLASHSALE_JWT_SECRET=" + fl.secret, "FLASHSALE_ADMIN_TOKEN=" + fl.admin}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FLASHSALE_") {
+			env = append(env, kv)
+		}
+	}
+	args := append([]string{"serve"}, fl.serveArgs(strategy)...)
+	args = append(args, "--redis", fl.b.redisURL, "--db", fl.b.dbURL)
+	var procs []*lab.Process
+	stop := func() error {
+		var errs []error
+		for _, p := range procs {
+			errs = append(errs, p.Stop(15*time.Second))
+		}
+		return errors.Join(errs...)
+	}
+	for i := range fl.cfg.instances {
+		cmd := exec.Command(exe, args...)
+		cmd.Env = env
+		p, err := lab.StartProcess(ctx, cmd, filepath.Join(fl.logDir, fmt.Sprintf("%s-%d.log", strategy, i+1)), fl.cfg.startup)
+		if err != nil {
+			stop() //nolint:errcheck // the start failed; that error is the one to report
+			return nil, fmt.Errorf("instance %d: %w", i+1, err)
+		}
+		procs = append(procs, p)
+	}
+	urls := make([]string, len(procs))
+	for i, p := range procs {
+		urls[i] = p.URL
+	}
+	return &fleet{urls: urls, stop: stop}, nil
+}
