@@ -17,6 +17,9 @@ import (
 //
 //   - sale: stock 1,000 and every buyer clicks five times, most attempts
 //     after the sell-out, as in a real flash sale;
+//   - gate: every buyer clicks five times but the stock never runs out, so
+//     every attempt is decided by the strategy (async: the Redis gate), one
+//     in five an order and the rest repeats;
 //   - accept: stock for every attempt and a new buyer each time, so every
 //     attempt is an order (orders/s).
 //
@@ -29,6 +32,7 @@ func BenchmarkHotVoucher(b *testing.B) {
 		users           func(n int) int
 	}{
 		{"async", "sale", func(int) int { return 1000 }, func(n int) int { return max(n/5, 1) }},
+		{"async", "gate", func(n int) int { return n }, func(n int) int { return max(n/5, 1) }},
 		{"async", "accept", func(n int) int { return n }, func(n int) int { return n }},
 		{"conditional", "sale", func(int) int { return 1000 }, func(n int) int { return max(n/5, 1) }},
 		{"conditional", "accept", func(n int) int { return n }, func(n int) int { return n }},
