@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/lab"
+)
+
+const (
+	serveSecret = "serve-test-secret-serve-test-secret"
+	serveAdmin  = "serve-admin"
+)
+
+// startServe runs `flashsale serve` with args in this process until the
+// test ends and returns its URL and a function that stops it (as SIGTERM
+// does) and returns run's error.
+func startServe(t *testing.T, args ...string) (string, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--jwt-secret", serveSecret, "--admin-token", serveAdmin}, args...)
+		err := run(ctx, args, pw, io.Discard)
+		pw.CloseWithError(fmt.Errorf("serve ended: %v", err))
+		done <- err
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("serve printed no URL: %v", err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	url, _, _ := strings.Cut(strings.TrimPrefix(line, lab.ServingPrefix), " ")
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = stop() })
+	return url, stop
+}
+
+// call sends a request and decodes the JSON answer into out.
+func call(t *testing.T, method, url, token, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(res.Body).Decode(out); err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+	}
+	return res.StatusCode
+}
+
+func voucherBody(stock int) string {
+	return fmt.Sprintf(`{"title":"t","stock":%d,"begin_time":%q,"end_time":%q}`, stock,
+		time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+}
+
+// TestServeOnEmbeddedBackends runs every strategy with no --redis and no
+// --db: a voucher, an order, its lookup (async: pending, then created once
+// its consumer persisted it), readiness, and a clean shutdown.
+func TestServeOnEmbeddedBackends(t *testing.T) {
+	a, err := auth.New(serveSecret, serveAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := a.UserToken(7, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range strategies() {
+		t.Run(name, func(t *testing.T) {
+			url, stop := startServe(t, "--strategy", name)
+			var v struct{ ID string }
+			if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(3), &v); code != http.StatusCreated {
+				t.Fatalf("create voucher: %d", code)
+			}
+			var o struct {
+				OrderID string `json:"order_id"`
+				Status  string
+			}
+			if code := call(t, "POST", url+"/api/vouchers/"+v.ID+"/orders", tok, "", &o); code != http.StatusOK || o.OrderID == "" {
+				t.Fatalf("order: %d %+v", code, o)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var got struct{ Status string }
+				if code := call(t, "GET", url+"/api/orders/"+o.OrderID, tok, "", &got); code != http.StatusOK {
+					t.Fatalf("get order: %d", code)
+				}
+				if got.Status == "created" {
+					break
+				}
+				if got.Status != "pending" || time.Now().After(deadline) {
+					t.Fatalf("order status %q; want created (after pending, for async)", got.Status)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			var ready map[string]any
+			if code := call(t, "GET", url+"/readyz", "", "", &ready); code != http.StatusOK {
+				t.Fatalf("readyz: %d %v", code, ready)
+			}
+			if err := stop(); err != nil {
+				t.Fatalf("shutdown: %v", err)
+			}
+		})
+	}
+}
+
+// TestServeFinishesInFlightRequestsOnShutdown stops the server while an
+// order is inside its race window: the order still completes.
+func TestServeFinishesInFlightRequestsOnShutdown(t *testing.T) {
+	a, err := auth.New(serveSecret, serveAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := a.UserToken(9, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, stop := startServe(t, "--strategy", "conditional", "--race-window", "700ms")
+	var v struct{ ID string }
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(1), &v); code != http.StatusCreated {
+		t.Fatalf("create voucher: %d", code)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		var o struct{ Status string }
+		answered <- call(t, "POST", url+"/api/vouchers/"+v.ID+"/orders", tok, "", &o)
+	}()
+	time.Sleep(200 * time.Millisecond) // the order is in its race window
+	if err := stop(); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if code := <-answered; code != http.StatusOK {
+		t.Fatalf("the in-flight order got %d; want 200", code)
+	}
+}
