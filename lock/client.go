@@ -42,12 +42,13 @@ type Client struct {
 	mu      sync.Mutex
 	waiters map[string]*waiter // token → waiter blocked in Lock
 	lines   map[string]*line   // lock key → this client's waiters and holder
+	spare   []*line            // empty lines for reuse
 	closed  bool
 
 	// defaults is what Mutex starts from, with its script arguments.
 	defaults struct {
-		cfg                   mutexConfig
-		leaseArg, settingsArg string
+		cfg                                 mutexConfig
+		leaseArg, settingsArg, retentionArg string
 	}
 
 	ctx     context.Context // cancelled by Close
@@ -61,6 +62,7 @@ type config struct {
 	fallbackMax  time.Duration
 	handoffLease time.Duration
 	queueTTL     time.Duration
+	turn         time.Duration
 }
 
 // Option configures a Client.
@@ -89,6 +91,13 @@ func WithFallback(min, max time.Duration) Option {
 // lock, since a Client queues only one waiter per lock in Redis.
 func WithHandoffLease(d time.Duration) Option { return func(c *config) { c.handoffLease = d } }
 
+// WithTurnDuration bounds a turn: how long this Client may keep passing a
+// lock among its own goroutines, without Redis, while other Clients wait
+// for it (default 2ms). A turn also ends once it has served the goroutines
+// that were waiting when it began. A hold that outlasts d ends the turn at
+// its release; d <= 0 makes every handoff go through Redis.
+func WithTurnDuration(d time.Duration) Option { return func(c *config) { c.turn = d } }
+
 // New returns a Client that uses rc and starts its subscriber, which holds
 // one dedicated connection of rc. Close stops it.
 func New(rc rueidis.Client, opts ...Option) *Client {
@@ -97,6 +106,7 @@ func New(rc rueidis.Client, opts ...Option) *Client {
 		fallbackMin:  100 * time.Millisecond,
 		fallbackMax:  300 * time.Millisecond,
 		handoffLease: 2 * time.Second,
+		turn:         2 * time.Millisecond,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -116,11 +126,13 @@ func New(rc rueidis.Client, opts ...Option) *Client {
 		channelPrefix: cfg.prefix + "ch:",
 		waiters:       make(map[string]*waiter),
 		lines:         make(map[string]*line),
+		spare:         make([]*line, 0, 64),
 		stopped:       make(chan struct{}),
 	}
 	c.defaults.cfg = mutexConfig{lease: 10 * time.Second, watchdog: true, fenceRetention: 24 * time.Hour}
 	c.defaults.leaseArg = ms(c.defaults.cfg.lease)
 	c.defaults.settingsArg = c.settingsArg(c.defaults.cfg.fenceRetention)
+	c.defaults.retentionArg = ms(c.defaults.cfg.fenceRetention)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.subscribe()
 	return c
@@ -153,20 +165,21 @@ func (c *Client) Mutex(name string, opts ...MutexOption) *Mutex {
 	}
 	cfg.lease = max(cfg.lease, 3*time.Millisecond)
 	cfg.fenceRetention = max(cfg.fenceRetention, time.Second)
-	base := lockKey(c.cfg.prefix, name)
 	m := &Mutex{
-		client:      c,
-		name:        name,
-		cfg:         cfg,
-		keyList:     [3]string{base, base + ":q", base + ":f"},
-		leaseArg:    c.defaults.leaseArg,
-		settingsArg: c.defaults.settingsArg,
+		client:       c,
+		name:         name,
+		cfg:          cfg,
+		keyList:      lockKeys(c.cfg.prefix, name),
+		leaseArg:     c.defaults.leaseArg,
+		settingsArg:  c.defaults.settingsArg,
+		retentionArg: c.defaults.retentionArg,
 	}
 	if cfg.lease != c.defaults.cfg.lease {
 		m.leaseArg = ms(cfg.lease)
 	}
 	if cfg.fenceRetention != c.defaults.cfg.fenceRetention {
 		m.settingsArg = c.settingsArg(cfg.fenceRetention)
+		m.retentionArg = ms(cfg.fenceRetention)
 	}
 	return m
 }
@@ -186,6 +199,15 @@ func lockKey(prefix, name string) string {
 		return prefix + "{" + name + "}"
 	}
 	return prefix + "{#" + strconv.FormatUint(fnv64a(name), 16) + "}~" + name
+}
+
+// lockKeys returns the keys of lock name: its hash, queue and fence keys,
+// cut from one string (a Mutex is often made for one Lock call).
+func lockKeys(prefix, name string) [3]string {
+	base := lockKey(prefix, name)
+	all := base + base + ":q" + base + ":f"
+	n := len(base)
+	return [3]string{all[:n], all[n : 2*n+2], all[2*n+2:]}
 }
 
 func fnv64a(s string) uint64 {

@@ -1,16 +1,22 @@
 package lock
 
+import (
+	"context"
+	"time"
+)
+
 // A Client queues at most one of its waiters per lock in Redis: the
 // representative. Its other waiters wait in the client's line, oldest
-// first. When one of them holds the lock, its release (one script) passes
-// the lock on to the next in line directly, and the reply carries the grant,
-// so the client wakes it without a push. A client's turn is bounded: it
-// serves the waiters that were in its line when its turn began, then its
-// next waiter joins the Redis queue, behind the other clients', in the same
-// release script that hands the lock to the queue's head. So every
-// goroutine gets its turn once per round and nobody starves, while most
-// handoffs stay inside one process, and a goroutine that queues again after
-// its turn costs no Redis call.
+// first. When Redis grants the lock to the client, a turn begins (see
+// turn): it covers the waiters in line at that moment, and each release
+// within it hands the lock to the next of them in this process, with no
+// Redis call, as long as the turn's lease is known to be valid. When the
+// turn has served them, or has lasted WithTurnDuration, the next release
+// goes through Redis: it hands the lock to the head of the Redis queue and
+// queues the client's next waiter behind the other clients', in one
+// script. So every goroutine gets its turn once per round and nobody
+// starves, while most handoffs stay inside one process and cost no Redis
+// call at all.
 //
 // The invariant kept under Client.mu: if a line has waiters, it has a
 // representative queued in Redis or a holder whose last Unlock brings the
@@ -22,15 +28,20 @@ type line struct {
 	rep    *waiter   // the waiter queued in Redis, if any
 	queue  []*waiter // waiters not yet in Redis, oldest first
 	holder *Lock     // this client's current holder, if any
-	turn   int       // local handoffs left in this client's turn
 }
 
 // waiter is a goroutine blocked in Mutex.Lock.
 type waiter struct {
 	token   string
 	m       *Mutex
-	grants  chan grant    // grants pushed by Redis; buffered, never blocks the sender
-	recheck chan struct{} // "run a check now"; buffered 1
+	ctx     context.Context // the waiter's Lock call's: its Lock keeps the values
+	grants  chan grant      // buffered, never blocks the sender
+	recheck chan struct{}   // "run a check now"; buffered 1
+
+	// Guarded by Client.mu.
+	block    int       // the fences its turn reserves; fixed once it may be queued in Redis
+	queuedAt time.Time // when the first script that may have queued it in Redis was sent
+	granted  *Lock     // a lock handed to it within this client
 	// pending is non-nil while a release script that enqueues this waiter
 	// is in flight; it is closed when its outcome is known.
 	pending chan struct{}
@@ -38,21 +49,41 @@ type waiter struct {
 
 // join registers a new waiter for m and reports whether it is the
 // representative, which has to queue itself in Redis.
-func (c *Client) join(m *Mutex, token string) (w *waiter, rep bool, err error) {
-	w = &waiter{token: token, m: m, grants: make(chan grant, 1), recheck: make(chan struct{}, 1)}
+func (c *Client) join(ctx context.Context, m *Mutex) (w *waiter, rep bool, err error) {
+	w = &waiter{token: c.newToken(), m: m, ctx: ctx, grants: make(chan grant, 1), recheck: make(chan struct{}, 1)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, false, ErrClosed
 	}
-	c.waiters[token] = w
+	c.waiters[w.token] = w
 	ln := c.lineLocked(m)
 	if ln.rep == nil && ln.holder == nil {
-		ln.rep = w
+		c.promoteLocked(ln, w, 0)
+		w.queuedAt = time.Now() // it sends its acquire script next
 		return w, true, nil
 	}
 	ln.queue = append(ln.queue, w)
 	return w, false, nil
+}
+
+// promoteLocked makes w the representative of ln. Its block covers w, the
+// waiters behind it now, and extra more: 1 if a holder is leaving, who
+// usually comes back.
+func (c *Client) promoteLocked(ln *line, w *waiter, extra int) {
+	ln.rep = w
+	w.block = blockFor(1 + len(ln.queue) + extra)
+}
+
+// beforeCheck returns the block of representative w, and records that a
+// script that may queue it is about to be sent.
+func (c *Client) beforeCheck(w *waiter) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.queuedAt.IsZero() {
+		w.queuedAt = time.Now()
+	}
+	return w.block
 }
 
 // isRep reports whether w is its line's representative.
@@ -65,14 +96,19 @@ func (c *Client) isRep(w *waiter) bool {
 
 // leave removes a waiter that gives up. If it was the representative, it
 // returns the channel to wait on before its cancel script may run (nil if
-// none) and ok true: the caller must take its token out of Redis.
-func (c *Client) leave(w *waiter) (pending chan struct{}, wasRep bool) {
+// none) and wasRep true: the caller must take its token out of Redis. If
+// the lock was handed to it within the client meanwhile, it returns that
+// Lock, for the caller to pass on.
+func (c *Client) leave(w *waiter) (pending chan struct{}, wasRep bool, granted *Lock) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.waiters, w.token)
+	if w.granted != nil {
+		return nil, false, w.granted
+	}
 	ln := c.lines[w.m.keyList[0]]
 	if ln == nil {
-		return nil, false
+		return nil, false, nil
 	}
 	if ln.rep == w {
 		ln.rep, wasRep = nil, true
@@ -80,7 +116,7 @@ func (c *Client) leave(w *waiter) (pending chan struct{}, wasRep bool) {
 		ln.remove(w)
 	}
 	c.advanceLocked(w.m.keyList[0], ln)
-	return w.pending, wasRep
+	return w.pending, wasRep, nil
 }
 
 // nudge promotes a waiter if its line has neither representative nor
@@ -93,16 +129,16 @@ func (c *Client) nudge(w *waiter) {
 	}
 }
 
-// took records that l was obtained, by waiter w (nil for TryLock). Unless
-// it was handed over inside this client, a new turn begins: it covers the
-// waiters in line now.
-func (c *Client) took(w *waiter, l *Lock, local bool) {
+// take turns a Redis grant to waiter w (nil for TryLock, whose token is
+// token) into its Lock, and begins the client's turn: it covers the
+// waiters in line now, or, if the grant continues a turn, what that turn
+// had left.
+func (m *Mutex) take(ctx context.Context, w *waiter, token string, g grant) *Lock {
+	c := m.client
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ln := c.lineLocked(l.m)
-	if !local {
-		ln.turn = len(ln.queue)
-	}
+	l := c.grantLocked(ctx, m, token, g)
+	ln := c.lineLocked(m)
 	if w != nil {
 		delete(c.waiters, w.token)
 		if ln.rep == w {
@@ -111,42 +147,130 @@ func (c *Client) took(w *waiter, l *Lock, local bool) {
 			ln.remove(w)
 		}
 	}
+	t := l.t
+	t.left = len(ln.queue)
+	if g.cont != nil {
+		t.left, t.deadline = g.cont.left, g.cont.deadline
+	}
+	if c.cfg.turn <= 0 {
+		t.left = 0
+	}
 	ln.holder = l
+	return l
 }
 
-// handOn is called at l's last Unlock, before its release script is sent.
-// It returns the next local waiter, for the script to hand the lock to or
-// enqueue, and whether the client's turn allows the former; nil if there is
-// no waiter (or one is queued in Redis already). The waiter becomes the
-// representative until the outcome is known (handedOn).
-func (c *Client) handOn(l *Lock) (next *waiter, keep bool) {
+// A pass is what the last Unlock of a holder does (see passOn).
+type pass struct {
+	kind  passKind
+	block int     // passRenew: the fences to reserve
+	last  bool    // passRedis: the release ends the turn (renewals are stopped)
+	next  *waiter // passRedis: the local waiter the release grants or queues
+	keep  bool    // passRedis: next may have the lock whoever else is queued
+	cont  *budget // passRedis: what is left of the turn, if next may keep it
+}
+
+type passKind uint8
+
+const (
+	passNotHeld passKind = iota // the handle does not hold the lock
+	passLocal                   // handed to the next waiter within the client
+	passRenew                   // confirm the turn's lease (and reserve fences) first, then ask again
+	passRedis                   // release through Redis
+)
+
+// passOn decides what an Unlock of l does, and does it if it needs no
+// Redis call. A hold that is not the last, or whose count is unsure, is
+// dropped in Redis. At the last hold, the lock is handed to the next
+// waiter in line, locally, if the turn is not over, the waiter renews the
+// lock the way the turn does, and the turn's lease is known to be valid
+// (see turn.validLocked) with a fence of the block left; if only the last
+// two fail, the turn is renewed first (mayRenew). Otherwise the release
+// goes through Redis, ends the turn, and names the next waiter, which
+// becomes the representative.
+func (c *Client) passOn(l *Lock, mayRenew bool) pass {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	t := l.t
+	l.mu.Lock()
+	st, holds, unsure := l.state, l.holds, l.unsure
+	l.mu.Unlock()
+	if st != held {
+		return pass{kind: passNotHeld}
+	}
+	if holds > 1 || unsure {
+		return pass{kind: passRedis}
+	}
 	key := l.m.keyList[0]
 	ln := c.lines[key]
-	if ln == nil || ln.holder != l {
-		return nil, false
+	mine := ln != nil && ln.holder == l
+	now := time.Now()
+	if mine && ln.rep == nil && len(ln.queue) > 0 && !t.ended && !t.over(now) && t.compatible(ln.queue[0].m) {
+		short := t.fence > t.lastFence
+		if !short && t.validLocked(now) {
+			c.handLocked(ln, l)
+			return pass{kind: passLocal}
+		}
+		if mayRenew {
+			p := pass{kind: passRenew}
+			if short {
+				p.block = blockFor(t.left)
+			}
+			return p
+		}
+	}
+	p := pass{kind: passRedis, last: true}
+	t.ended = true
+	t.stopLocked()
+	if !mine {
+		return p
 	}
 	ln.holder = nil
 	if ln.rep != nil || len(ln.queue) == 0 {
 		c.advanceLocked(key, ln)
-		return nil, false
+		return p
 	}
-	next = ln.queue[0]
+	next := ln.queue[0]
 	ln.queue = ln.queue[1:]
-	ln.rep = next
+	c.promoteLocked(ln, next, 1)
 	next.pending = make(chan struct{})
-	if ln.turn > 0 {
-		ln.turn--
-		keep = true
+	if next.queuedAt.IsZero() {
+		next.queuedAt = now
 	}
-	return next, keep
+	p.next = next
+	if !t.over(now) && c.cfg.turn > 0 {
+		p.keep, p.cont = true, &budget{left: t.left - 1, deadline: t.deadline}
+	}
+	return p
 }
 
-// handedOn ends a handOn once the release script's outcome is known: the
-// waiter got the lock (g non-nil), or was queued in Redis, or, if the
-// script failed and may not have run, checks (and queues itself) now.
-func (c *Client) handedOn(next *waiter, g *grant, failed bool) {
+// handLocked hands the lock from holder l to the next waiter in ln,
+// within l's turn: the waiter gets a Lock with its own token and the next
+// fence of the turn's block, and l is released.
+func (c *Client) handLocked(ln *line, l *Lock) {
+	t := l.t
+	w := ln.queue[0]
+	ln.queue = ln.queue[1:]
+	nl := newHandle(w.ctx, w.m, t, w.token, t.fence)
+	t.fence++
+	t.left--
+	t.holder, ln.holder = nl, nl
+	t.lease = t.m.cfg.lease // an Extend was the old holder's
+	delete(c.waiters, w.token)
+	w.granted = nl
+	l.mu.Lock()
+	l.finishLocked(released)
+	l.mu.Unlock()
+	select {
+	case w.grants <- grant{lock: nl}:
+	default:
+	}
+}
+
+// handedOn ends a passOn through Redis once the release script's outcome
+// is known: the waiter got the lock (g non-nil), or was queued in Redis,
+// or, if the script failed and may not have run (or did not look at the
+// waiter), checks (and queues itself) now.
+func (c *Client) handedOn(next *waiter, g *grant, check bool) {
 	c.mu.Lock()
 	close(next.pending)
 	next.pending = nil
@@ -157,41 +281,58 @@ func (c *Client) handedOn(next *waiter, g *grant, failed bool) {
 		case next.grants <- *g:
 		default:
 		}
-	case failed:
+	case check:
 		signal(next.recheck)
 	}
 }
 
-// dropHolder forgets l as its line's holder (lost or released).
-func (c *Client) dropHolder(l *Lock) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// endLocked ends l as released or lost, and its turn with it if l holds
+// it; a line it held brings its next waiter in. Called with c.mu held.
+func (c *Client) endLocked(l *Lock, s state) {
+	if t := l.t; t.holder == l {
+		t.holder = nil
+		t.ended = true
+		t.stopLocked()
+	}
 	key := l.m.keyList[0]
 	if ln := c.lines[key]; ln != nil && ln.holder == l {
 		ln.holder = nil
 		c.advanceLocked(key, ln)
 	}
+	l.mu.Lock()
+	l.finishLocked(s)
+	l.mu.Unlock()
 }
 
 // advanceLocked restores the invariant of ln: with waiters but neither a
 // representative nor a holder, the oldest waiter becomes representative
-// and is told to queue itself. An empty line is dropped.
+// and is told to queue itself. An empty line is dropped, and kept for
+// reuse: nothing outside c.lines refers to a line.
 func (c *Client) advanceLocked(key string, ln *line) {
 	if ln.rep == nil && ln.holder == nil {
 		if len(ln.queue) == 0 {
 			delete(c.lines, key)
+			if len(c.spare) < cap(c.spare) {
+				*ln = line{}
+				c.spare = append(c.spare, ln)
+			}
 			return
 		}
-		ln.rep = ln.queue[0]
+		w := ln.queue[0]
 		ln.queue = ln.queue[1:]
-		signal(ln.rep.recheck)
+		c.promoteLocked(ln, w, 1)
+		signal(w.recheck)
 	}
 }
 
 func (c *Client) lineLocked(m *Mutex) *line {
 	ln := c.lines[m.keyList[0]]
 	if ln == nil {
-		ln = &line{}
+		if n := len(c.spare); n > 0 {
+			ln, c.spare = c.spare[n-1], c.spare[:n-1]
+		} else {
+			ln = &line{}
+		}
 		c.lines[m.keyList[0]] = ln
 	}
 	return ln
@@ -214,10 +355,15 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// deliver hands a pushed grant to its waiter, if it still waits.
+// deliver hands a pushed grant to its waiter, if it still waits. The grant
+// was made after the waiter was queued, so the lease it carries lasts at
+// least until the waiter's queuedAt plus that lease.
 func (c *Client) deliver(token string, g grant) {
 	c.mu.Lock()
 	w := c.waiters[token]
+	if w != nil {
+		g.sent, g.pushed = w.queuedAt, true
+	}
 	c.mu.Unlock()
 	if w == nil {
 		return // gave up: its cancel script releases the grant

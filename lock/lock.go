@@ -2,7 +2,7 @@ package lock
 
 import (
 	"context"
-	"errors"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -11,26 +11,21 @@ import (
 // extends and re-enters it through. It is safe for concurrent use.
 type Lock struct {
 	m      *Mutex
+	t      *turn // the turn this acquisition is part of
 	token  string
 	fence  int64
 	values context.Context // the acquiring context; Context keeps its values
 	outer  *Lock           // a Lock the acquiring context carried
 
-	opMu    sync.Mutex // serialises Unlock, Reenter and Extend
-	renewMu sync.Mutex // held while a renewal or Extend talks to Redis
+	opMu sync.Mutex // serialises Unlock, Reenter and Extend
 
-	mu         sync.Mutex
-	state      state
-	holds      int64
-	lease      time.Duration      // what a watchdog renewal sets
-	leaseEnd   time.Time          // WithLease: when the lease is meant to end
-	validUntil time.Time          // the lease in Redis lasts until about then (see newLock)
-	timer      *time.Timer        // next renewal, or the expiry of a fixed lease
-	stopping   bool               // the last Unlock has stopped renewals
-	abortRenew context.CancelFunc // cancels the renewal in flight
-	lost       chan struct{}      // made on demand by Lost
-	ctx        context.Context    // made on demand by Context
-	cancel     context.CancelCauseFunc
+	mu     sync.Mutex // taken after m.client.mu, never before it
+	state  state
+	holds  int64
+	unsure bool          // a Reenter or Unlock failed in flight: Redis has the true count
+	lost   chan struct{} // made on demand by Lost
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 type state uint8
@@ -46,37 +41,35 @@ type ctxKey struct{}
 // closedChan is what Lost returns for a lock lost before anyone asked.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// newLock returns the handle of a grant and starts its renewal or expiry
-// timer. The lease is counted from start: for a grant from a script this
-// call made, the moment it was sent, before Redis set the lease; for a
-// pushed grant, the moment the push arrived, one network hop after. (A
-// process paused before reading its push thus believes in a lease that is
-// partly gone; its first renewal, a third of the way through, finds out.)
-func (m *Mutex) newLock(ctx context.Context, token string, g grant, start time.Time) *Lock {
-	l := &Lock{
-		m:          m,
-		token:      token,
-		fence:      g.fence,
-		values:     ctx,
-		holds:      1,
-		lease:      m.cfg.lease,
-		validUntil: start.Add(g.ttl),
-	}
-	l.outer, _ = ctx.Value(ctxKey{}).(*Lock)
-	if !m.cfg.watchdog {
-		l.leaseEnd = start.Add(m.cfg.lease)
-	}
-	l.mu.Lock()
-	l.scheduleLocked(g.ttl)
-	l.mu.Unlock()
+func newHandle(ctx context.Context, m *Mutex, t *turn, token string, fence int64) *Lock {
+	l := new(Lock)
+	initHandle(l, ctx, m, t, token, fence)
 	return l
+}
+
+// initHandle makes l a held handle of turn t.
+func initHandle(l *Lock, ctx context.Context, m *Mutex, t *turn, token string, fence int64) {
+	l.m, l.t, l.token, l.fence, l.values, l.holds = m, t, token, fence, ctx, 1
+	l.outer, _ = ctx.Value(ctxKey{}).(*Lock)
+}
+
+// newLock returns the handle of a grant to token that begins a turn of its
+// own, outside the lock's line, and starts its renewal or expiry timer.
+func (m *Mutex) newLock(ctx context.Context, token string, g grant, sent time.Time) *Lock {
+	g.sent = sent
+	c := m.client
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.grantLocked(ctx, m, token, g)
 }
 
 // Name returns the name of the lock.
 func (l *Lock) Name() string { return l.m.name }
 
-// Token returns the random owner token of this acquisition, as stored in
-// Redis: "<client id>:<random>".
+// Token returns the random owner token of this acquisition:
+// "<client id>:<random>". The first acquisition of a Client's turn is
+// stored in Redis under it; the others of the turn are checked against the
+// turn within the Client (see the package doc).
 func (l *Lock) Token() string { return l.token }
 
 // Fence returns the fencing token of this acquisition. Tokens of one lock
@@ -90,13 +83,24 @@ func (l *Lock) Token() string { return l.token }
 // run with (v, l.Fence(), id, l.Fence()) changes no row for such a stale
 // holder.
 //
-// Redis issues the token in the acquiring script: the last token + 1
-// (INCR), or, if Redis has no record of the last one (first use, or the
-// fence retention passed since it was seeded), Redis TIME in µs. As no lock
-// is taken a million times a second, a new seed is above every token issued
-// since the previous one, so tokens never go backwards unless the Redis
-// clock does. Per lock name Redis keeps one small key,
-// for at most the retention.
+// Redis issues tokens in blocks, the way ID ranges are batched: the script
+// that grants a Client its turn reserves n consecutive values (INCRBY n on
+// the lock's fence key, n = the Client's local waiters + 1, at most 1024),
+// the turn's first acquisition takes the first, and each local handoff
+// takes the next one, in the order the goroutines hold the lock. A turn
+// that needs more reserves another block in the script that confirms its
+// lease before the handoff. Every later reservation, by any Client, starts
+// above every block reserved before it, and a Client hands the lock on only
+// while its turn holds it; so tokens increase in the order the lock is
+// held. Values a turn did not use are skipped: tokens are increasing, not
+// consecutive.
+//
+// When Redis has no record of the last token (first use, or the fence
+// retention passed since it was seeded), the block starts at Redis TIME in
+// µs. As no lock uses a million tokens a second, a new seed is above every
+// token issued since the previous one, so tokens never go backwards unless
+// the Redis clock does. Per lock name Redis keeps one small key, for at
+// most the retention.
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Lost returns a channel closed when the lock is lost while held: a renewal
@@ -138,7 +142,7 @@ func (l *Lock) Context() context.Context {
 
 // Reenter adds a hold to the lock: each Reenter (and each re-entering
 // Mutex.Lock) needs its own Unlock, and only the last Unlock releases. The
-// count lives in Redis, in the lock's hash under this acquisition's token.
+// count lives in Redis, in the lock's hash under the turn's token.
 // Re-entering does not change the lease.
 func (l *Lock) Reenter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -149,114 +153,159 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	if !l.isHeld() {
 		return ErrNotHeld
 	}
-	n, err := reenterScript.Exec(detach(ctx), l.m.client.rc, l.m.keyList[:1], []string{l.token}).AsInt64()
-	if err != nil {
+	n, err := reenterScript.Exec(detach(ctx), l.m.client.rc, l.m.keyList[:1], []string{l.t.token}).AsInt64()
+	c := l.m.client
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err != nil:
+		l.mu.Lock()
+		l.unsure = true // it may have run
+		l.mu.Unlock()
 		return l.m.fail(ctx, "reenter", err)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n == 0 {
-		l.endLocked(lost)
+	case n == 0:
+		if l.t.holder == l {
+			c.loseLocked(l.t)
+		}
 		return ErrNotHeld
 	}
+	l.mu.Lock()
 	l.holds = n
+	l.mu.Unlock()
 	return nil
 }
 
-// Unlock drops one hold; the last one stops the renewals, then releases the
-// lock and hands it to the next waiter, in one script. It returns
-// ErrNotHeld, and deletes nothing, if the lock expired or is someone
-// else's. If ctx is done already, Unlock returns ctx.Err() and changes
-// nothing; once its script is sent it waits for the answer. If Redis cannot
-// be reached, renewals stay stopped: call Unlock again, or the lock
-// expires with its lease.
+// Unlock drops one hold. The last one passes the lock to the next waiter:
+// within the Client's turn, to its next goroutine in line, without a Redis
+// call; otherwise it stops the renewals, then releases the lock in Redis
+// and hands it to the next waiter there, in one script. It returns
+// ErrNotHeld, and deletes nothing, if the lock was lost or is someone
+// else's, or this handle was released already. If ctx is done already,
+// Unlock returns ctx.Err() and changes nothing; once a script is sent it
+// waits for the answer. If Redis cannot be reached, the lock stays held,
+// with its renewals stopped if the release was under way: call Unlock
+// again, or the lock expires with its lease.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // nothing changed: renewals go on
 	}
 	l.opMu.Lock()
 	defer l.opMu.Unlock()
-	l.mu.Lock()
-	if l.state == released {
-		l.mu.Unlock()
-		return ErrNotHeld
-	}
-	last := l.holds <= 1
-	if last {
-		l.stopRenewalsLocked()
-	}
-	l.mu.Unlock()
-	args := l.m.queueArgs(l.token, false)
-	var next *waiter
-	if last {
-		l.renewMu.Lock() // wait for a renewal in flight
-		l.renewMu.Unlock()
-		var keep bool
-		if next, keep = l.m.client.handOn(l); next != nil {
-			args = append(args, next.token, next.m.leaseArg, flag(keep))
+	c := l.m.client
+	for tries := 0; ; tries++ {
+		p := c.passOn(l, tries < 2)
+		switch p.kind {
+		case passNotHeld:
+			return ErrNotHeld
+		case passLocal:
+			return nil
+		case passRenew:
+			if _, err := l.t.renew(ctx, p.block); err != nil {
+				return l.m.fail(ctx, "renew", err)
+			}
+		case passRedis:
+			return l.release(ctx, p)
 		}
 	}
-	start := time.Now()
-	v, err := releaseScript.Exec(detach(ctx), l.m.client.rc, l.m.keys(), args).AsIntSlice()
-	if err == nil && len(v) == 0 {
-		err = errors.New("empty reply")
+}
+
+// release runs the release script for l as p says.
+func (l *Lock) release(ctx context.Context, p pass) error {
+	c, t := l.m.client, l.t
+	if p.last {
+		t.renewMu.Lock() // wait for a renewal in flight
+		t.renewMu.Unlock()
 	}
-	if next != nil {
-		var g *grant
-		if err == nil && len(v) == 3 {
-			g = &grant{fence: v[1], ttl: time.Duration(v[2]) * time.Millisecond, local: true, start: start}
+	args := []string{t.token, l.m.settingsArg}
+	if p.next != nil {
+		args = append(args, p.next.token, p.next.m.leaseArg, strconv.Itoa(p.next.block), flag(p.keep))
+	}
+	sent := time.Now()
+	v, err := releaseScript.Exec(detach(ctx), c.rc, l.m.keys(), args).ToMessage()
+	var n int64 // holds left, or -1
+	var g *grant
+	switch {
+	case err != nil:
+	case v.IsInt64():
+		n, _ = v.AsInt64()
+	default:
+		var gg grant
+		if gg, err = decodeGrant(v); err == nil {
+			gg.sent, gg.cont = sent, p.cont
+			g = &gg
 		}
-		l.m.client.handedOn(next, g, err != nil)
 	}
+	if p.next != nil {
+		// A release that kept a hold did not look at the waiter: it checks.
+		c.handedOn(p.next, g, err != nil || n > 0)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
+		if !p.last {
+			l.mu.Lock()
+			l.unsure = true // the hold may have been dropped
+			l.mu.Unlock()
+		}
 		return l.m.fail(ctx, "release", err)
 	}
-	n := v[0]
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	switch {
 	case n < 0:
-		l.endLocked(lost)
+		c.endLocked(l, lost)
 		return ErrNotHeld
 	case n == 0:
-		l.endLocked(released)
+		c.endLocked(l, released)
 	default:
-		l.holds = n
+		// A release that was to be the last but left holds means Redis
+		// counted holds this handle did not know of: Redis has the count
+		// from now on, and the lock is still held, so renew on.
+		l.mu.Lock()
+		l.holds, l.unsure = n, p.last
+		l.mu.Unlock()
+		if p.last && t.holder == l {
+			t.stopping = false
+			t.scheduleLocked()
+		}
 	}
 	return nil
 }
 
 // Extend sets the lock's remaining lease to d. With a watchdog, later
-// renewals use d as the lease too. It returns ErrNotHeld if the lock
-// expired or is someone else's.
+// renewals use d as the lease too, until the lock is handed on. It returns
+// ErrNotHeld if the lock expired or is someone else's.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	l.opMu.Lock()
 	defer l.opMu.Unlock()
-	l.renewMu.Lock()
-	defer l.renewMu.Unlock()
+	t := l.t
+	t.renewMu.Lock()
+	defer t.renewMu.Unlock()
 	if !l.isHeld() {
 		return ErrNotHeld
 	}
-	start := time.Now()
-	n, err := extendScript.Exec(detach(ctx), l.m.client.rc, l.m.keyList[:1], []string{l.token, ms(d)}).AsInt64()
+	c := l.m.client
+	sent := time.Now()
+	n, err := extendScript.Exec(detach(ctx), c.rc, l.m.keyList[:1], []string{t.token, ms(d)}).AsInt64()
 	if err != nil {
 		return l.m.fail(ctx, "extend", err)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n == 0 {
-		l.endLocked(lost)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.holder != l {
 		return ErrNotHeld
 	}
-	l.lease, l.validUntil = d, start.Add(d)
-	if !l.m.cfg.watchdog {
-		l.leaseEnd = l.validUntil
+	if n == 0 {
+		c.loseLocked(t)
+		return ErrNotHeld
 	}
-	if l.state == held && !l.stopping {
-		l.scheduleLocked(d)
+	t.lease, t.ttl, t.leaseEnd = d, d, sent.Add(d)
+	if !l.m.cfg.watchdog {
+		t.fixedEnd = t.leaseEnd
+	}
+	if !t.stopping {
+		t.scheduleLocked()
 	}
 	return nil
 }
@@ -267,97 +316,17 @@ func (l *Lock) isHeld() bool {
 	return l.state == held
 }
 
-// scheduleLocked arms the timer after Redis set the lease to ttl: a renewal
-// at ttl/3 with a watchdog, or when a handoff granted less than the fixed
-// lease asked for; otherwise the expiry of the fixed lease.
-func (l *Lock) scheduleLocked(ttl time.Duration) {
-	d := ttl / 3
-	if !l.m.cfg.watchdog && !l.leaseEnd.After(l.validUntil.Add(time.Millisecond)) {
-		d = time.Until(l.validUntil)
-	}
-	if l.timer == nil {
-		l.timer = time.AfterFunc(d, l.tick)
-	} else {
-		l.timer.Reset(d)
-	}
-}
-
-// tick renews the lease, or declares a fixed lease that ran out lost.
-func (l *Lock) tick() {
-	l.renewMu.Lock()
-	defer l.renewMu.Unlock()
-	l.mu.Lock()
-	if l.state != held || l.stopping {
-		l.mu.Unlock()
-		return
-	}
-	now := time.Now()
-	lease := l.lease
-	if !l.m.cfg.watchdog {
-		lease = l.leaseEnd.Sub(now) // top up a short handoff lease
-		if !l.leaseEnd.After(l.validUntil.Add(time.Millisecond)) || lease <= 0 {
-			if now.Before(l.validUntil) {
-				l.timer.Reset(l.validUntil.Sub(now))
-			} else {
-				l.endLocked(lost)
-			}
-			l.mu.Unlock()
-			return
-		}
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), l.validUntil)
-	l.abortRenew = cancel
-	l.mu.Unlock()
-
-	n, err := extendScript.Exec(ctx, l.m.client.rc, l.m.keyList[:1], []string{l.token, ms(lease)}).AsInt64()
-	cancel()
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.abortRenew = nil
-	if l.state != held || l.stopping {
-		return
-	}
-	switch {
-	case err == nil && n == 1:
-		l.validUntil = now.Add(lease)
-		l.scheduleLocked(lease)
-	case err == nil:
-		l.endLocked(lost)
-	default:
-		// Transient: retry while the lease may still be ours.
-		left := time.Until(l.validUntil)
-		if left <= 0 {
-			l.endLocked(lost)
-			return
-		}
-		l.timer.Reset(max(left/4, 5*time.Millisecond))
-	}
-}
-
-func (l *Lock) stopRenewalsLocked() {
-	l.stopping = true
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	if l.abortRenew != nil {
-		l.abortRenew()
-	}
-}
-
-// endLocked moves a held lock to its final state and tells the holder.
-func (l *Lock) endLocked(s state) {
+// finishLocked moves a held handle to its final state and tells the
+// holder. Called with l.mu held; the turn and the line are the caller's
+// business (see Client.endLocked).
+func (l *Lock) finishLocked(s state) {
 	if l.state != held {
 		return
 	}
 	l.state = s
-	if l.timer != nil {
-		l.timer.Stop()
-	}
 	if s == lost && l.lost != nil {
 		close(l.lost)
 	}
-	l.m.client.dropHolder(l)
 	if l.cancel != nil {
 		if s == lost {
 			l.cancel(ErrLost)

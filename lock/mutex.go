@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -15,8 +16,9 @@ type Mutex struct {
 	cfg     mutexConfig
 	keyList [3]string // lock hash, queue, fence (see scripts/common.lua)
 
-	leaseArg    string // cfg.lease in ms
-	settingsArg string // the settings argument of the queue scripts
+	leaseArg     string // cfg.lease in ms
+	settingsArg  string // the settings argument of the queue scripts
+	retentionArg string // cfg.fenceRetention in ms
 }
 
 type mutexConfig struct {
@@ -66,22 +68,19 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if m.client.isClosed() {
-		return nil, ErrClosed
+	if busy, err := m.client.busy(m); err != nil || busy {
+		return nil, cmp.Or(err, ErrNotObtained)
 	}
 	token := m.client.newToken()
-	start := time.Now()
-	g, ok, err := m.runQueue(ctx, acquireScript, token, false)
+	g, ok, err := m.runQueue(ctx, acquireScript, token, false, 1)
 	if err != nil {
-		m.cancel(ctx, token) // the script may have run
+		m.cancel(ctx, token, 1) // the script may have run
 		return nil, m.fail(ctx, "acquire", err)
 	}
 	if !ok {
 		return nil, ErrNotObtained
 	}
-	l := m.newLock(ctx, token, g, start)
-	m.client.took(nil, l, false)
-	return l, nil
+	return m.take(ctx, nil, token, g), nil
 }
 
 // Lock obtains the lock, waiting until it is free or ctx is done, in which
@@ -89,7 +88,8 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 // turns: Clients in the order they queued in Redis, and the goroutines of
 // one Client in the order they called Lock (see the package doc). A release
 // hands the lock directly to the next waiter, which learns it from one
-// push, or from its own Client's release. If ctx carries a held Lock of
+// push, from its own Client's release, or, within its Client's turn, from
+// the holder before it, with no Redis call. If ctx carries a held Lock of
 // this mutex (see Lock.Context), Lock re-enters it and returns the same
 // handle.
 func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
@@ -102,28 +102,27 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := m.client
-	w, rep, err := c.join(m, c.newToken())
+	w, rep, err := m.client.join(ctx, m)
 	if err != nil {
 		return nil, err
 	}
 	if rep {
-		start := time.Now()
-		g, ok, err := m.runQueue(ctx, acquireScript, w.token, true)
+		g, ok, err := m.runQueue(ctx, acquireScript, w.token, true, w.block)
 		if err != nil {
 			m.leave(ctx, w) // the script may have run
 			return nil, m.fail(ctx, "acquire", err)
 		}
 		if ok {
-			return m.take(ctx, w, g, start), nil
+			return m.take(ctx, w, w.token, g), nil
 		}
 	}
 	return m.wait(ctx, w)
 }
 
-// wait blocks a waiter until the lock is handed to it: by a push, or found
-// by a check after a resubscribe or a jittered fallback delay. Only the
-// representative checks in Redis; the others wait for their turn.
+// wait blocks a waiter until the lock is handed to it: within its Client,
+// by a push, or found by a check after a resubscribe or a jittered
+// fallback delay. Only the representative checks in Redis; the others wait
+// for their turn.
 func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 	c := m.client
 	t := time.NewTimer(c.fallback())
@@ -131,11 +130,10 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 	for {
 		select {
 		case g := <-w.grants:
-			start := g.start
-			if !g.local {
-				start = time.Now() // see newLock
+			if g.lock != nil {
+				return g.lock, nil
 			}
-			return m.take(ctx, w, g, start), nil
+			return m.take(ctx, w, w.token, g), nil
 		case <-w.recheck:
 		case <-t.C:
 		case <-ctx.Done():
@@ -150,45 +148,42 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 			c.nudge(w)
 			continue
 		}
-		start := time.Now()
-		g, ok, err := m.runQueue(ctx, checkScript, w.token, true)
+		block := c.beforeCheck(w)
+		g, ok, err := m.runQueue(ctx, checkScript, w.token, true, block)
 		if err == nil && ok {
-			return m.take(ctx, w, g, start), nil
+			return m.take(ctx, w, w.token, g), nil
 		}
 		// On an error keep waiting: the next check may get through, and
 		// ctx bounds the wait.
 	}
 }
 
-// take turns a grant to waiter w into its Lock.
-func (m *Mutex) take(ctx context.Context, w *waiter, g grant, start time.Time) *Lock {
-	l := m.newLock(ctx, w.token, g, start)
-	m.client.took(w, l, g.local)
-	return l
-}
-
 // leave takes a waiter that gives up out of its line and, if it was queued
 // in Redis, out of the Redis queue before it returns, so that no entry is
 // left behind; if the lock was handed to it meanwhile, the cancel script
-// passes it on.
+// passes it on, or, if it was handed over within the Client, an Unlock.
 func (m *Mutex) leave(ctx context.Context, w *waiter) {
-	pending, wasRep := m.client.leave(w)
+	pending, wasRep, granted := m.client.leave(w)
+	if granted != nil {
+		_ = granted.Unlock(context.WithoutCancel(ctx))
+		return
+	}
 	if !wasRep {
 		return
 	}
 	if pending != nil {
 		<-pending // the release that enqueues w must run before w's cancel
 	}
-	m.cancel(ctx, w.token)
+	m.cancel(ctx, w.token, w.block)
 }
 
-// cancel runs the cancel script for token. If Redis is unreachable, an
-// entry left behind expires with its queue, or, if the lock is handed to
-// it, with the handoff lease.
-func (m *Mutex) cancel(ctx context.Context, token string) {
+// cancel runs the cancel script for token, queued with block. If Redis is
+// unreachable, an entry left behind expires with its queue, or, if the
+// lock is handed to it, with the handoff lease.
+func (m *Mutex) cancel(ctx context.Context, token string, block int) {
 	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer stop()
-	_ = cancelScript.Exec(ctx, m.client.rc, m.keys(), m.queueArgs(token, false)).Error()
+	_ = cancelScript.Exec(ctx, m.client.rc, m.keys(), m.queueArgs(token, false, block)).Error()
 }
 
 // fail returns ctx.Err() if ctx is done, else err (a Redis or connection
@@ -211,8 +206,14 @@ func (m *Mutex) heldIn(ctx context.Context) *Lock {
 	return nil
 }
 
-func (c *Client) isClosed() bool {
+// busy reports whether this client holds m's lock or has a waiter queued
+// for it, or returns ErrClosed.
+func (c *Client) busy(m *Mutex) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.closed
+	if c.closed {
+		return false, ErrClosed
+	}
+	ln := c.lines[m.keyList[0]]
+	return ln != nil && (ln.holder != nil || ln.rep != nil), nil
 }

@@ -36,6 +36,7 @@ type helperResult struct {
 	Reads        []int64    `json:"reads"`        // counter value read under the lock
 	Fences       []int64    `json:"fences"`       // fence of the same acquisition
 	Holds        [][2]int64 `json:"holds"`        // [acquired, releasing] unix ns ("contend")
+	Local        int        `json:"local"`        // acquisitions handed over within the process
 	Errors       []string
 }
 
@@ -123,6 +124,11 @@ func runWorker(ctx context.Context, rc rueidis.Client, m *Mutex, role string) he
 				}
 				acquired := time.Now()
 				waits = append(waits, int64(acquired.Sub(t0)))
+				if handedLocally(l) {
+					mu.Lock()
+					res.Local++
+					mu.Unlock()
+				}
 				if role == "count" {
 					// A read-modify-write that only mutual exclusion keeps exact.
 					v, err := rc.Do(ctx, rc.B().Get().Key(counter).Build()).AsInt64()
@@ -162,6 +168,10 @@ func envDuration(key string, def time.Duration) time.Duration {
 	}
 	return def
 }
+
+// handedLocally reports whether l was handed over within its Client's
+// turn, rather than granted by Redis under its own token.
+func handedLocally(l *Lock) bool { return l.t.token != l.token }
 
 // queuedLocally returns how many of c's waiters wait for m.
 func (c *Client) queuedLocally(m *Mutex) int {
@@ -290,10 +300,15 @@ func TestMutualExclusionAcrossProcesses(t *testing.T) {
 	// acquisitions must increase in the same order.
 	type obs struct{ read, fence int64 }
 	var all []obs
+	local := 0
 	for _, r := range results {
+		local += r.Local
 		for i := range r.Reads {
 			all = append(all, obs{r.Reads[i], r.Fences[i]})
 		}
+	}
+	if local == 0 {
+		t.Error("no acquisition was handed over within a process")
 	}
 	slices.SortFunc(all, func(a, b obs) int { return int(a.read - b.read) })
 	for i, o := range all {
@@ -372,6 +387,7 @@ type contention struct {
 	jain         float64       // Jain's fairness index over per-goroutine counts
 	counts       []int
 	violations   int // overlapping hold intervals
+	local        int // acquisitions handed over within a process
 	redisCPU     time.Duration
 	workerCPU    time.Duration // per acquisition
 }
@@ -397,6 +413,7 @@ func contend(tb testing.TB, goroutines []int, d time.Duration) contention {
 			waits = append(waits, time.Duration(w))
 		}
 		holds = append(holds, r.Holds...)
+		c.local += r.Local
 	}
 	slices.Sort(waits)
 	var sum, sumSq float64
@@ -438,8 +455,8 @@ func overlaps(holds [][2]int64) int {
 // hold the lock at once.
 func TestContendedAcrossProcesses(t *testing.T) {
 	c := contend(t, []int{22, 21, 21}, envDuration("LOCK_CONTENDED_DURATION", 2*time.Second))
-	t.Logf("%d acquisitions (%.0f/s), p50 wait %v, p99 %v, Jain %.4f; CPU per acquisition: Redis %v, workers %v",
-		c.acquisitions, c.perSecond, c.p50, c.p99, c.jain, c.redisCPU, c.workerCPU)
+	t.Logf("%d acquisitions (%.0f/s, %d handed over locally), p50 wait %v, p99 %v, Jain %.4f; CPU per acquisition: Redis %v, workers %v",
+		c.acquisitions, c.perSecond, c.local, c.p50, c.p99, c.jain, c.redisCPU, c.workerCPU)
 	if c.violations != 0 {
 		t.Errorf("%d overlapping holds", c.violations)
 	}

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"embed"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ var (
 	cancelScript  = queueScript("cancel.lua")
 	releaseScript = rueidis.NewLuaScript(queueSource("release.lua")) // not idempotent: never retried
 	extendScript  = rueidis.NewLuaScriptRetryable(mustRead("extend.lua"))
+	renewScript   = rueidis.NewLuaScript(mustRead("renew.lua"))   // reserves fences: never retried
 	reenterScript = rueidis.NewLuaScript(mustRead("reenter.lua")) // not idempotent
 )
 
@@ -50,9 +52,11 @@ func queueSource(name string) string {
 // keys returns the KEYS of the queue scripts for m.
 func (m *Mutex) keys() []string { return m.keyList[:] }
 
-// queueArgs returns the ARGV of the queue scripts (see scripts/common.lua).
-func (m *Mutex) queueArgs(token string, wait bool) []string {
-	return []string{token, m.leaseArg, m.settingsArg, flag(wait)}
+// queueArgs returns the ARGV of the acquire, check and cancel scripts (see
+// scripts/common.lua) for a caller whose turn reserves block fences if it
+// is granted.
+func (m *Mutex) queueArgs(token string, wait bool, block int) []string {
+	return []string{token, m.settingsArg, m.leaseArg, strconv.Itoa(block), flag(wait)}
 }
 
 func flag(b bool) string {
@@ -71,15 +75,33 @@ func ms(d time.Duration) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// grant is a lock handed to a token: its fence and its lease in Redis at the
-// time of the grant.
+// maxBlock bounds the fences one script reserves for a turn.
+const maxBlock = 1024
+
+// blockFor returns the block a turn reserves to serve k acquisitions.
+func blockFor(k int) int { return min(max(k, 1), maxBlock) }
+
+// grant is what a grant brings a waiter: a lock handed over inside this
+// client (lock), or a turn granted by Redis.
 type grant struct {
-	fence int64
-	ttl   time.Duration
-	// local grants come from a release in this client, which measured
-	// their start; start is zero for grants pushed by Redis.
-	local bool
-	start time.Time
+	lock *Lock // a local handoff: the waiter's Lock, ready; nothing else is set
+
+	fence int64         // first fence of the turn's block
+	block int64         // fences in the block
+	ttl   time.Duration // the lease Redis set
+	// sent is a moment, by this process's clock, before Redis set the
+	// lease: when a script of ours that ran before the grant was sent. The
+	// lease lasts until at least sent+ttl; local handoffs rely on it.
+	sent   time.Time
+	pushed bool    // pushed by another client's script, not a reply to ours
+	cont   *budget // the turn this grant continues (a release with keep), if any
+}
+
+// budget is what is left of a turn: the local handoffs it may still make,
+// and until when.
+type budget struct {
+	left     int
+	deadline time.Time
 }
 
 // detach returns the context a script is sent with. Once sent, a script is
@@ -95,14 +117,31 @@ func detach(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// runQueue runs a queue script and decodes its {1, fence, ttl} / {0} reply.
-func (m *Mutex) runQueue(ctx context.Context, s *rueidis.Lua, token string, wait bool) (g grant, ok bool, err error) {
-	v, err := s.Exec(detach(ctx), m.client.rc, m.keys(), m.queueArgs(token, wait)).AsIntSlice()
+// runQueue runs a queue script and decodes its reply (see
+// scripts/common.lua). The grant's sent is the moment the script was sent.
+func (m *Mutex) runQueue(ctx context.Context, s *rueidis.Lua, token string, wait bool, block int) (g grant, ok bool, err error) {
+	sent := time.Now()
+	v, err := s.Exec(detach(ctx), m.client.rc, m.keys(), m.queueArgs(token, wait, block)).ToMessage()
 	if err != nil {
 		return grant{}, false, err
 	}
-	if len(v) == 3 && v[0] == 1 {
-		return grant{fence: v[1], ttl: time.Duration(v[2]) * time.Millisecond}, true, nil
+	if v.IsInt64() {
+		f, _ := v.AsInt64()
+		return grant{fence: f, ttl: m.cfg.lease, block: int64(block), sent: sent}, f > 0, nil
 	}
-	return grant{}, false, nil
+	g, err = decodeGrant(v)
+	g.sent = sent
+	return g, err == nil, err
+}
+
+// decodeGrant decodes a {first fence, lease ms, block} reply.
+func decodeGrant(v rueidis.RedisMessage) (grant, error) {
+	a, err := v.AsIntSlice()
+	if err != nil {
+		return grant{}, err
+	}
+	if len(a) != 3 {
+		return grant{}, fmt.Errorf("unexpected reply %v", a)
+	}
+	return grant{fence: a[0], ttl: time.Duration(a[1]) * time.Millisecond, block: max(a[2], 1)}, nil
 }

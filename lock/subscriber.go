@@ -70,20 +70,18 @@ func (c *Client) subscribeOnce(channel string) bool {
 	return true
 }
 
-// onMessage decodes a grant pushed by a handoff: "<token> <fence> <lease ms>".
+// onMessage decodes a grant pushed by a handoff:
+// "<token> <first fence> <lease ms> <block>".
 func (c *Client) onMessage(m rueidis.PubSubMessage) {
-	token, rest, ok := strings.Cut(m.Message, " ")
-	if !ok {
+	f := strings.Fields(m.Message)
+	if len(f) != 4 {
 		return
 	}
-	f, px, ok := strings.Cut(rest, " ")
-	if !ok {
+	fence, err1 := strconv.ParseInt(f[1], 10, 64)
+	ttl, err2 := strconv.ParseInt(f[2], 10, 64)
+	block, err3 := strconv.ParseInt(f[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return
 	}
-	fence, err1 := strconv.ParseInt(f, 10, 64)
-	ttl, err2 := strconv.ParseInt(px, 10, 64)
-	if err1 != nil || err2 != nil {
-		return
-	}
-	c.deliver(token, grant{fence: fence, ttl: time.Duration(ttl) * time.Millisecond})
+	c.deliver(f[0], grant{fence: fence, ttl: time.Duration(ttl) * time.Millisecond, block: max(block, 1)})
 }

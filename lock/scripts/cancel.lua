@@ -4,7 +4,7 @@
 
 -- #include common.lua
 
-redis.call('ZREM', queueKey, token .. '/' .. ARGV[2])
+redis.call('ZREM', queueKey, token .. '/' .. ARGV[3] .. '/' .. ARGV[4])
 if redis.call('HEXISTS', lockKey, token) == 1 then
   redis.call('DEL', lockKey)
   handoff()

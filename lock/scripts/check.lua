@@ -9,9 +9,8 @@
 local mine = held()
 if mine then return mine end
 if redis.call('EXISTS', lockKey) == 0 then
-  local w, f, px = handoff()
-  if w == nil then return {1, grant(token, ARGV[2]), tonumber(ARGV[2])} end
-  if w == token then return {1, f, px} end
+  local f = serve()
+  if f then return f end
 end
-enqueue(token, ARGV[2])
-return {0}
+enqueue(token, ARGV[3], ARGV[4])
+return 0

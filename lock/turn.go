@@ -1,0 +1,233 @@
+package lock
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// A turn is a stretch of time during which this Client holds a lock in
+// Redis under one owner token: the token of the acquisition Redis granted
+// it to (by acquire, check, a push or a release reply). While the turn
+// lasts, the lock passes from goroutine to goroutine of this Client without
+// a Redis call (a local handoff, see Client.passOn); each new holder takes
+// the next fencing token of the block the turn reserved, and keeps its own
+// random token for its handle. Redis knows only the turn's token, with the
+// current holder's hold count; the watchdog renews the turn's lease, for
+// whichever goroutine holds it.
+//
+// A turn ends with a release through Redis, which hands the lock to the
+// next Client in the queue (or to a waiter of this one), or when its lease
+// is lost.
+type turn struct {
+	first   Lock   // the handle of the acquisition that began the turn
+	m       *Mutex // the mutex of the acquisition that began the turn
+	token   string
+	renewMu sync.Mutex // held while a renewal, renew or Extend talks to Redis
+
+	// The rest is guarded by m.client.mu.
+	holder     *Lock // the current holder; nil once the turn is released or lost
+	fence      int64 // next unused fence of the block
+	lastFence  int64 // last fence of the block
+	left       int   // local handoffs the turn may still make
+	deadline   time.Time
+	ended      bool          // no more local handoffs: released, being released, or lost
+	ttl        time.Duration // the lease Redis last set
+	leaseEnd   time.Time     // Redis keeps the lock at least until then (see grant.sent)
+	lease      time.Duration // what a watchdog renewal sets
+	fixedEnd   time.Time     // WithLease: when the acquisition's lease is meant to end
+	timer      *time.Timer   // next renewal, or the expiry of a fixed lease
+	stopping   bool          // renewals stopped: the turn is being released
+	abortRenew context.CancelFunc
+}
+
+// grantLocked begins a turn with the grant g to token and returns its
+// first holder's Lock. The lock's line is not touched (see Mutex.take).
+// Called with c.mu held.
+func (c *Client) grantLocked(ctx context.Context, m *Mutex, token string, g grant) *Lock {
+	now := time.Now()
+	t := &turn{
+		m:         m,
+		token:     token,
+		fence:     g.fence + 1,
+		lastFence: g.fence + max(g.block, 1) - 1,
+		deadline:  now.Add(c.cfg.turn),
+		ttl:       g.ttl,
+		leaseEnd:  g.sent.Add(g.ttl),
+		lease:     m.cfg.lease,
+	}
+	if !m.cfg.watchdog {
+		// A fixed lease runs from the grant: for a pushed grant, from its
+		// arrival (a process paused before reading it thus believes in a
+		// lease partly gone; leaseEnd, which is safe, bounds it anyway).
+		start := g.sent
+		if g.pushed {
+			start = now
+		}
+		t.fixedEnd = start.Add(m.cfg.lease)
+	}
+	l := &t.first
+	initHandle(l, ctx, m, t, token, g.fence)
+	t.holder = l
+	t.scheduleLocked()
+	return l
+}
+
+// compatible reports whether a waiter of m may have the lock handed to it
+// within the turn: it must renew the lock the way the turn does. Fixed
+// leases never are, since each acquisition's lease starts in Redis.
+func (t *turn) compatible(m *Mutex) bool {
+	return t.m.cfg.watchdog && m.cfg.watchdog && m.cfg.lease == t.m.cfg.lease
+}
+
+// over reports whether the turn has served the waiters it covers, or run
+// for as long as a turn may.
+func (t *turn) over(now time.Time) bool {
+	return t.left <= 0 || !now.Before(t.deadline)
+}
+
+// validLocked reports whether the turn's lease is known to last for at
+// least a third of its length more: by then a renewal is due, so a turn
+// whose renewals work always is. A lease that is not is confirmed in Redis
+// (renew) before the lock is handed on.
+func (t *turn) validLocked(now time.Time) bool {
+	return now.Before(t.leaseEnd.Add(-t.ttl / 3))
+}
+
+// scheduleLocked arms the timer for the renewal due a third of the way
+// through the lease Redis set, or for the expiry of a fixed lease that
+// needs no top-up.
+func (t *turn) scheduleLocked() {
+	d := time.Until(t.leaseEnd) - 2*t.ttl/3
+	if !t.m.cfg.watchdog && !t.fixedEnd.After(t.leaseEnd.Add(time.Millisecond)) {
+		d = time.Until(t.leaseEnd)
+	}
+	d = max(d, 0)
+	if t.timer == nil {
+		t.timer = time.AfterFunc(d, t.tick)
+	} else {
+		t.timer.Reset(d)
+	}
+}
+
+// stopLocked stops the renewals, and aborts one in flight.
+func (t *turn) stopLocked() {
+	t.stopping = true
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	if t.abortRenew != nil {
+		t.abortRenew()
+	}
+}
+
+// tick renews the lease, or declares a fixed lease that ran out lost.
+func (t *turn) tick() {
+	t.renewMu.Lock()
+	defer t.renewMu.Unlock()
+	c := t.m.client
+	c.mu.Lock()
+	if t.stopping || t.holder == nil {
+		c.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	lease := t.lease
+	if !t.m.cfg.watchdog {
+		lease = t.fixedEnd.Sub(now) // top up a short handoff lease
+		if !t.fixedEnd.After(t.leaseEnd.Add(time.Millisecond)) || lease <= 0 {
+			if now.Before(t.leaseEnd) {
+				t.timer.Reset(t.leaseEnd.Sub(now))
+			} else {
+				c.loseLocked(t)
+			}
+			c.mu.Unlock()
+			return
+		}
+	}
+	// Try while the lease may still be ours; a grant that came late gets a
+	// moment more, since finding the token in Redis proves it holds.
+	ctx, cancel := context.WithDeadline(context.Background(), later(t.leaseEnd, now.Add(t.ttl/3)))
+	t.abortRenew = cancel
+	c.mu.Unlock()
+
+	n, err := extendScript.Exec(ctx, c.rc, t.m.keyList[:1], []string{t.token, ms(lease)}).AsInt64()
+	cancel()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.abortRenew = nil
+	if t.stopping || t.holder == nil {
+		return
+	}
+	switch {
+	case err == nil && n == 1:
+		t.ttl, t.leaseEnd = lease, now.Add(lease)
+		t.scheduleLocked()
+	case err == nil:
+		c.loseLocked(t)
+	default:
+		// Transient: retry while the lease may still be ours.
+		left := time.Until(t.leaseEnd)
+		if left <= 0 {
+			c.loseLocked(t)
+			return
+		}
+		t.timer.Reset(max(left/4, 5*time.Millisecond))
+	}
+}
+
+// renew makes sure, in Redis, that the turn still owns the lock, sets its
+// lease, and reserves block more fences if block > 0. It reports false if
+// the turn turned out lost (its holder is then told).
+func (t *turn) renew(ctx context.Context, block int) (bool, error) {
+	t.renewMu.Lock()
+	defer t.renewMu.Unlock()
+	c := t.m.client
+	c.mu.Lock()
+	lease, ok := t.lease, !t.stopping && t.holder != nil
+	c.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	sent := time.Now()
+	keys := []string{t.m.keyList[0], t.m.keyList[2]}
+	v, err := renewScript.Exec(detach(ctx), c.rc, keys,
+		[]string{t.token, ms(lease), strconv.Itoa(block), t.m.retentionArg}).AsInt64()
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v < 0 {
+		c.loseLocked(t)
+		return false, nil
+	}
+	t.ttl, t.leaseEnd = lease, sent.Add(lease)
+	if !t.stopping {
+		t.scheduleLocked()
+	}
+	if block > 0 {
+		t.fence, t.lastFence = v, v+int64(block)-1
+	}
+	return true, nil
+}
+
+// loseLocked ends turn t as lost, and its holder with it. Called with
+// c.mu held.
+func (c *Client) loseLocked(t *turn) {
+	if t.holder != nil {
+		c.endLocked(t.holder, lost)
+		return
+	}
+	t.ended = true
+	t.stopLocked()
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
