@@ -2,10 +2,7 @@ package idgen
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 
 	"github.com/flashsale/flashsale/internal/testenv"
@@ -86,99 +83,6 @@ func settle(g *Generator) {
 		}
 		<-done
 	}
-}
-
-// proxy is a TCP proxy to the test Redis that the test can cut and restore,
-// making Redis unreachable for the clients behind it.
-type proxy struct {
-	addr   string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-	wg     sync.WaitGroup
-	target string
-}
-
-func startProxy(t testing.TB) *proxy {
-	t.Helper()
-	p := &proxy{addr: "127.0.0.1:0", target: testenv.RedisAddr()}
-	if err := p.start(); err != nil {
-		t.Fatalf("starting the proxy: %v", err)
-	}
-	p.addr = p.ln.Addr().String()
-	t.Cleanup(p.stop)
-	return p
-}
-
-// start listens on p.addr and forwards every connection to Redis.
-func (p *proxy) start() error {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.forward(c)
-		}
-	}()
-	return nil
-}
-
-func (p *proxy) forward(c net.Conn) {
-	r, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns = append(p.conns, c, r)
-	p.mu.Unlock()
-	for _, pair := range [][2]net.Conn{{c, r}, {r, c}} {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			io.Copy(pair[0], pair[1])
-			pair[0].Close()
-			pair[1].Close()
-		}()
-	}
-}
-
-// stop closes the listener and every forwarded connection.
-func (p *proxy) stop() {
-	p.mu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-// client returns a client that reaches Redis through the proxy.
-func (p *proxy) client(t testing.TB) rueidis.Client {
-	t.Helper()
-	opt := testenv.RedisOption()
-	opt.InitAddress = []string{p.addr}
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatalf("connecting through the proxy: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
 }
 
 // redisSecond returns Redis's clock in seconds since DefaultEpoch.

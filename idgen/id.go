@@ -37,9 +37,11 @@ func Decompose(id int64, epoch time.Time) (t time.Time, seq uint32) {
 	return epoch.Add(time.Duration(id>>seqBits) * time.Second), uint32(id & seqMask)
 }
 
-// compose builds the ID of sequence number seq in second ts.
+// compose builds the ID of sequence number seq in second ts. A seq of
+// 2^32, the end of a range that used up its second, is the first ID of the
+// next second: hence +, not |.
 func compose(ts, seq int64) int64 {
-	return ts<<seqBits | seq
+	return ts<<seqBits + seq
 }
 
 // position is a point in (second, sequence) order: the ID space with room

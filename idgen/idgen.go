@@ -180,14 +180,14 @@ func (g *Generator) NextID(ctx context.Context) (int64, error) {
 			g.mu.Unlock()
 			return 0, ErrClosed
 		}
-		if g.cur.len() == 0 {
+		if g.cur.len() <= 0 {
 			g.cur, g.next = g.next, span{}
 		}
 		if g.cur.len() > 0 {
 			id := g.cur.lo
 			g.cur.lo++
 			g.issued++
-			if g.cur.len() <= g.low && g.next.len() == 0 && !g.fetching && g.mayFetch() {
+			if g.cur.len() <= g.low && g.next.len() <= 0 && !g.fetching && g.mayFetch() {
 				g.startFetch()
 			}
 			g.mu.Unlock()
@@ -210,7 +210,7 @@ func (g *Generator) NextID(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("idgen: waiting for a range: %w", ctx.Err())
 		}
 		g.mu.Lock()
-		if g.cur.len() == 0 && g.next.len() == 0 && !g.fetching && g.err != nil && !g.closed {
+		if g.cur.len() <= 0 && g.next.len() <= 0 && !g.fetching && g.err != nil && !g.closed {
 			// The fetch we waited for failed: report it rather than retry
 			// at once, so callers fail fast while Redis is down.
 			err := g.err
@@ -264,7 +264,7 @@ func (g *Generator) runFetch(floor position, done chan struct{}) {
 	}
 	g.err, g.backoff = nil, 0
 	g.end = past(s.hi - 1)
-	if g.cur.len() == 0 {
+	if g.cur.len() <= 0 {
 		g.cur = s
 	} else {
 		g.next = s

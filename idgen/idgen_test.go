@@ -319,12 +319,12 @@ func TestClockBehindTheHash(t *testing.T) {
 func TestRedisUnreachable(t *testing.T) {
 	t.Parallel()
 	_, prefix := testenv.Redis(t)
-	p := startProxy(t)
-	g := newGen(t, p.client(t), prefix, "order", WithBatch(10))
+	p := testenv.StartProxy(t)
+	g := newGen(t, p.Client(t), prefix, "order", WithBatch(10))
 	before := take(t, g, 8)
 	settle(g)
 
-	p.stop()
+	p.Stop()
 	var err error
 	var during []int64
 	for range 100 {
@@ -346,7 +346,7 @@ func TestRedisUnreachable(t *testing.T) {
 		t.Errorf("%d ids handed out with Redis unreachable, want the 12 held locally", len(during))
 	}
 
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		t.Fatalf("restarting the proxy: %v", err)
 	}
 	var after int64
@@ -414,6 +414,19 @@ func TestClose(t *testing.T) {
 
 	if !errors.Is(err, ErrClosed) {
 		t.Errorf("NextID after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestComposeEndOfASecond(t *testing.T) {
+	t.Parallel()
+	for _, ts := range []int64{0, 1, 12_345_677, 12_345_678} {
+		// A range that uses up its second ends where the next second begins.
+		if end, next := compose(ts, 1<<seqBits), compose(ts+1, 0); end != next {
+			t.Errorf("second %d: end of the sequence space %d, want the next second's first id %d", ts, end, next)
+		}
+		if s := (span{lo: compose(ts, 1<<31), hi: compose(ts, 1<<seqBits)}); s.len() != 1<<31 {
+			t.Errorf("second %d: the upper half of the second spans %d ids, want %d", ts, s.len(), int64(1)<<31)
+		}
 	}
 }
 
