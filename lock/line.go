@@ -164,6 +164,7 @@ type pass struct {
 	kind  passKind
 	block int     // passRenew: the fences to reserve
 	last  bool    // passRedis: the release ends the turn (renewals are stopped)
+	stop  bool    // passRedis: not last, but renewals are stopped (an unsure last hold)
 	next  *waiter // passRedis: the local waiter the release grants or queues
 	keep  bool    // passRedis: next may have the lock whoever else is queued
 	cont  *budget // passRedis: what is left of the turn, if next may keep it
@@ -198,7 +199,14 @@ func (c *Client) passOn(l *Lock, mayRenew bool) pass {
 		return pass{kind: passNotHeld}
 	}
 	if holds > 1 || unsure {
-		return pass{kind: passRedis}
+		p := pass{kind: passRedis}
+		if holds <= 1 && t.holder == l {
+			// Possibly the last hold: stop renewing before the release,
+			// and renew again if Redis says holds are left.
+			p.stop = true
+			t.stopLocked()
+		}
+		return p
 	}
 	key := l.m.keyList[0]
 	ln := c.lines[key]

@@ -2,9 +2,13 @@ package lock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // Lock is one acquisition of a Mutex: the handle its holder releases,
@@ -153,15 +157,23 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	if !l.isHeld() {
 		return ErrNotHeld
 	}
+	l.mu.Lock()
+	before, unsure := l.holds, l.unsure
+	l.mu.Unlock()
 	n, err := reenterScript.Exec(detach(ctx), l.m.client.rc, l.m.keyList[:1], []string{l.t.token}).AsInt64()
+	if err != nil && !unsure {
+		n, err = l.recount(ctx, before, err)
+	}
 	c := l.m.client
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case err != nil:
-		l.mu.Lock()
-		l.unsure = true // it may have run
-		l.mu.Unlock()
+		if !errors.Is(err, errNotRun) {
+			l.mu.Lock()
+			l.unsure = true // it may have run
+			l.mu.Unlock()
+		}
 		return l.m.fail(ctx, "reenter", err)
 	case n == 0:
 		if l.t.holder == l {
@@ -173,6 +185,40 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	l.holds = n
 	l.mu.Unlock()
 	return nil
+}
+
+// errNotRun marks a failed reenter that is known not to have added a hold.
+var errNotRun = errors.New("lock: the hold was not added")
+
+// recount finds out whether a reenter whose reply was lost (err) added a
+// hold, by reading the turn's count in Redis: it returns the count if it
+// did, 0 if the lock is gone, or err (wrapped with errNotRun if the count
+// is unchanged), so that a caller who does not Unlock for a failed
+// Reenter does not leave a hold behind that nobody releases.
+func (l *Lock) recount(ctx context.Context, before int64, err error) (int64, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	c := l.m.client.rc
+	var v int64
+	var rerr error
+	for try := 0; try < 3; try++ { // the connection that lost the reply is being replaced
+		v, rerr = c.Do(rctx, c.B().Hget().Key(l.m.keyList[0]).Field(l.t.token).Build()).AsInt64()
+		if rerr == nil || rueidis.IsRedisNil(rerr) || rctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	switch {
+	case rueidis.IsRedisNil(rerr):
+		return 0, nil
+	case rerr != nil:
+		return 0, err
+	case v == before+1:
+		return v, nil
+	case v == before:
+		return 0, fmt.Errorf("%w: %w", errNotRun, err)
+	}
+	return 0, err
 }
 
 // Unlock drops one hold. The last one passes the lock to the next waiter:
@@ -212,7 +258,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // release runs the release script for l as p says.
 func (l *Lock) release(ctx context.Context, p pass) error {
 	c, t := l.m.client, l.t
-	if p.last {
+	if p.last || p.stop {
 		t.renewMu.Lock() // wait for a renewal in flight
 		t.renewMu.Unlock()
 	}
@@ -242,10 +288,16 @@ func (l *Lock) release(ctx context.Context, p pass) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
-		if !p.last {
+		switch {
+		case p.last && t.holder == l:
+			t.expireLocked() // renewals stay stopped: tell the holder when the lease ends
+		case !p.last:
 			l.mu.Lock()
 			l.unsure = true // the hold may have been dropped
 			l.mu.Unlock()
+			if p.stop {
+				t.resumeLocked(l) // the lock may still be held
+			}
 		}
 		return l.m.fail(ctx, "release", err)
 	}
@@ -262,9 +314,8 @@ func (l *Lock) release(ctx context.Context, p pass) error {
 		l.mu.Lock()
 		l.holds, l.unsure = n, p.last
 		l.mu.Unlock()
-		if p.last && t.holder == l {
-			t.stopping = false
-			t.scheduleLocked()
+		if p.last || p.stop {
+			t.resumeLocked(l)
 		}
 	}
 	return nil
@@ -324,14 +375,15 @@ func (l *Lock) finishLocked(s state) {
 		return
 	}
 	l.state = s
-	if s == lost && l.lost != nil {
-		close(l.lost)
-	}
+	// Context first: a holder woken by Lost finds it cancelled already.
 	if l.cancel != nil {
 		if s == lost {
 			l.cancel(ErrLost)
 		} else {
 			l.cancel(nil)
 		}
+	}
+	if s == lost && l.lost != nil {
+		close(l.lost)
 	}
 }

@@ -40,6 +40,9 @@ type turn struct {
 	timer      *time.Timer   // next renewal, or the expiry of a fixed lease
 	stopping   bool          // renewals stopped: the turn is being released
 	abortRenew context.CancelFunc
+	// unconfirmed: leaseEnd is only a lower bound taken from a pushed
+	// grant (see grant.sent), not yet confirmed by a renewal of ours.
+	unconfirmed bool
 }
 
 // grantLocked begins a turn with the grant g to token and returns its
@@ -56,6 +59,8 @@ func (c *Client) grantLocked(ctx context.Context, m *Mutex, token string, g gran
 		ttl:       g.ttl,
 		leaseEnd:  g.sent.Add(g.ttl),
 		lease:     m.cfg.lease,
+
+		unconfirmed: g.pushed,
 	}
 	if !m.cfg.watchdog {
 		// A fixed lease runs from the grant: for a pushed grant, from its
@@ -146,9 +151,15 @@ func (t *turn) tick() {
 			return
 		}
 	}
-	// Try while the lease may still be ours; a grant that came late gets a
-	// moment more, since finding the token in Redis proves it holds.
-	ctx, cancel := context.WithDeadline(context.Background(), later(t.leaseEnd, now.Add(t.ttl/3)))
+	// Try while the lease may still be ours, so that a holder whose lease
+	// runs out while Redis does not answer is told by then. Only a pushed
+	// grant, whose leaseEnd is a lower bound, gets a moment more: finding
+	// the token in Redis proves it holds.
+	deadline := t.leaseEnd
+	if t.unconfirmed {
+		deadline = later(t.leaseEnd, now.Add(t.ttl/3))
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	t.abortRenew = cancel
 	c.mu.Unlock()
 
@@ -163,7 +174,7 @@ func (t *turn) tick() {
 	}
 	switch {
 	case err == nil && n == 1:
-		t.ttl, t.leaseEnd = lease, now.Add(lease)
+		t.ttl, t.leaseEnd, t.unconfirmed = lease, now.Add(lease), false
 		t.scheduleLocked()
 	case err == nil:
 		c.loseLocked(t)
@@ -204,7 +215,7 @@ func (t *turn) renew(ctx context.Context, block int) (bool, error) {
 		c.loseLocked(t)
 		return false, nil
 	}
-	t.ttl, t.leaseEnd = lease, sent.Add(lease)
+	t.ttl, t.leaseEnd, t.unconfirmed = lease, sent.Add(lease), false
 	if !t.stopping {
 		t.scheduleLocked()
 	}
@@ -212,6 +223,30 @@ func (t *turn) renew(ctx context.Context, block int) (bool, error) {
 		t.fence, t.lastFence = v, v+int64(block)-1
 	}
 	return true, nil
+}
+
+// resumeLocked restarts the renewals stopped for a release that turned out
+// not to free the lock, if l still holds the turn. Called with c.mu held.
+func (t *turn) resumeLocked(l *Lock) {
+	if t.holder == l && t.stopping {
+		t.stopping = false
+		t.scheduleLocked()
+	}
+}
+
+// expireLocked declares the turn lost when its lease runs out unless it
+// has been released or renewed by then: after a final release that failed,
+// with the renewals stopped, nothing else would tell the holder. Called
+// with c.mu held.
+func (t *turn) expireLocked() {
+	time.AfterFunc(max(time.Until(t.leaseEnd), 0), func() {
+		c := t.m.client
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if t.stopping && t.holder != nil && !time.Now().Before(t.leaseEnd) {
+			c.loseLocked(t)
+		}
+	})
 }
 
 // loseLocked ends turn t as lost, and its holder with it. Called with
