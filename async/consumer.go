@@ -47,8 +47,10 @@ type ConsumerConfig struct {
 	// It must be well above the time a batch takes; a consumer keeps the
 	// entries it is retrying its own by touching them every ClaimIdle/3.
 	ClaimIdle time.Duration
-	// MaxDeliveries: an entry taken over from other consumers more than
-	// this many deliveries in all is dead-lettered instead (default 5).
+	// MaxDeliveries: an entry taken over from other consumers after more
+	// than this many deliveries in all is persisted on its own rather than
+	// in a batch, and dead-lettered if that fails for good; after more than
+	// twice this many it is dead-lettered untried (default 5).
 	MaxDeliveries int64
 	// Refresh is how often the registry of vouchers is read (default 2s).
 	Refresh time.Duration

@@ -2,6 +2,7 @@ package async
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,22 @@ func TestStockShortOrdersAreDeadLettered(t *testing.T) {
 	}
 	if created != 7 || failed != 3 {
 		t.Errorf("FindOrder: %d created, %d failed; want 7 and 3", created, failed)
+	}
+	// Reconciliation reports them but gives no unit back to Redis: MySQL
+	// has none, so a buyer accepted for it would fail the same way.
+	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	rep, err := r.Voucher(ctx, v.ID, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (MySQL's stock, set by hand above, is reported too.)
+	got := slices.DeleteFunc(kinds(rep.Diffs), func(k string) bool { return !strings.HasPrefix(k, "dead_letter") })
+	if len(got) != 3 || slices.ContainsFunc(got, func(k string) bool { return strings.HasSuffix(k, "fixed") }) {
+		t.Errorf("reconcile --fix = %v; want 3 dead letters reported, none given back", kinds(rep.Diffs))
+	}
+	stock, err := e.do(e.client.B().Hget().Key(e.svc.keys.voucher(v.ID).meta).Field("stock").Build()).AsInt64()
+	if err != nil || stock != 0 {
+		t.Errorf("Redis stock after reconcile --fix = %d, %v; want 0", stock, err)
 	}
 }
 
@@ -114,22 +131,32 @@ func TestRedeliveredEntriesAreNotDuplicated(t *testing.T) {
 	}
 }
 
-func TestEntryDeliveredTooOftenIsDeadLettered(t *testing.T) {
+func TestOverDeliveredEntriesAreTriedAloneThenDeadLettered(t *testing.T) {
 	e := newEnv(t)
 	v := e.voucher(10)
 	accepted := e.buy(v.ID, 1, 2, 3)
 	held := e.deliver(v.ID, "died", 3)
-	// The first entry has been delivered 5 times already (4 consumers
-	// took it over and died); the next take-over is the 6th delivery.
+	// Consumers that took these over died (or MySQL was down while they
+	// restarted): the first entry has been delivered 5 times, the second
+	// 10. The next take-over is the 6th delivery of the first, past
+	// MaxDeliveries (5): it is persisted on its own, not given up. The
+	// second's 11th is past twice that: dead-lettered untried.
 	vk := e.svc.keys.voucher(v.ID)
-	e.do(e.client.B().Xclaim().Key(vk.orders).Group(DefaultGroup).Consumer("died").MinIdleTime("0").
-		Id(held[0].ID).Retrycount(5).Build())
+	for i, count := range []int64{5, 10} {
+		e.do(e.client.B().Xclaim().Key(vk.orders).Group(DefaultGroup).Consumer("died").MinIdleTime("0").
+			Id(held[i].ID).Retrycount(count).Build())
+	}
 	c := NewConsumer(e.client, e.db, e.consumerConfig())
 	e.run(c)
 	e.waitDrained(v.ID, 2)
 	dead := e.deadLetters(v.ID)
-	if len(dead) != 1 || dead[0].FieldValues["o"] != itoa(accepted[0].ID) || dead[0].FieldValues["reason"] != "delivered 6 times" {
-		t.Fatalf("dead letters = %v; want order %d, delivered 6 times", dead, accepted[0].ID)
+	if len(dead) != 1 || dead[0].FieldValues["o"] != itoa(accepted[1].ID) || dead[0].FieldValues["reason"] != "delivered 11 times" {
+		t.Fatalf("dead letters = %v; want order %d, delivered 11 times", dead, accepted[1].ID)
+	}
+	for _, o := range []*flashsale.Order{accepted[0], accepted[2]} {
+		if got, err := e.db.FindOrder(context.Background(), o.ID); err != nil || got.Status != flashsale.StatusCreated {
+			t.Errorf("order %d: %+v, %v; want it persisted", o.ID, got, err)
+		}
 	}
 }
 

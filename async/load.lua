@@ -1,7 +1,7 @@
 -- load.lua makes a voucher sellable in Redis, once: when its meta hash is
 -- missing it creates the stream's consumer group (from the first entry, so
 -- none is missed), counts the orders still in the stream as buyers, and
--- writes the meta hash last. The buyers MySQL holds are written by the
+-- writes the meta hash last, with a stock no larger than the buyers leave. The buyers MySQL holds are written by the
 -- caller before the call; the gate refuses every order while meta is
 -- missing, so nobody buys from a half-loaded voucher.
 --
@@ -29,6 +29,14 @@ for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do
   if order and user and redis.call('HSETNX', KEYS[2], user, order) == 1 then
     stock = stock - 1
   end
+end
+-- If the buyers hash survived what lost the meta hash, the stream's buyers
+-- were in it already and were not counted above; every buyer in it holds a
+-- unit, so the stock is at most what they leave. The lower of the two
+-- never sells a unit twice (reconciliation reports the difference).
+local left = tonumber(ARGV[2]) - redis.call('HLEN', KEYS[2])
+if left < stock then
+  stock = left
 end
 if stock < 0 then
   stock = 0

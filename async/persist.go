@@ -21,14 +21,19 @@ type item struct {
 
 // handle persists a batch of entries and acknowledges them. deliveries is
 // nil for entries delivered to this consumer, or parallel to entries for
-// entries taken over from others: those delivered more than MaxDeliveries
-// times are dead-lettered. It returns an error only when the batch is left
-// pending (ctx done, or Redis failed); the entries are then persisted later.
+// entries taken over from others. An entry delivered more than
+// MaxDeliveries times is persisted on its own, after the batch, so that an
+// order that crashes its consumer does not take its batch with it; only
+// past twice that, or if persisting it fails for good (stock short, a
+// conflicting order), is it dead-lettered. Deliveries also add up while
+// MySQL is down and consumers restart: an accepted order is not given up
+// for that alone. It returns an error only when entries are left pending
+// (ctx done, or Redis failed); they are then persisted later.
 func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	var batch []item
+	var batch, alone []item
 	var ack []string
 	for i, e := range entries {
 		it := item{entry: e.ID}
@@ -44,9 +49,12 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 		switch {
 		case err != nil:
 			err = w.deadLetter(ctx, it, e.FieldValues["o"], e.FieldValues["u"], err.Error())
-		case it.deliveries > w.c.cfg.MaxDeliveries:
+		case it.deliveries > 2*w.c.cfg.MaxDeliveries:
 			it.order = o
 			err = w.deadLetter(ctx, it, "", "", fmt.Sprintf("delivered %d times", it.deliveries))
+		case it.deliveries > w.c.cfg.MaxDeliveries:
+			it.order = o
+			alone = append(alone, it)
 		default:
 			it.order = o
 			batch = append(batch, it)
@@ -59,7 +67,19 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 	if err != nil {
 		return err
 	}
-	return w.ack(ctx, append(ack, persisted...))
+	if err := w.ack(ctx, append(ack, persisted...)); err != nil {
+		return err
+	}
+	for _, it := range alone {
+		persisted, err := w.persist(ctx, []item{it})
+		if err == nil {
+			err = w.ack(ctx, persisted)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // persist writes items to MySQL and returns the entries to acknowledge.

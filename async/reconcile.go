@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"github.com/flashsale/flashsale/store"
 	"github.com/redis/rueidis"
@@ -258,6 +259,12 @@ func (r *Reconciler) compare(ctx context.Context, vk voucherKeys, rep *Report, r
 		}
 		d := rep.add(Diff{Kind: DiffDeadLetter, UserID: dl.user, OrderID: dl.order,
 			Detail: "dead-lettered (" + dl.reason + "); the buyer still holds a unit"})
+		if strings.Contains(dl.reason, store.ErrStockShort.Error()) {
+			// MySQL had no unit for it: Redis sold one too many, and giving
+			// it back would sell it again to someone MySQL cannot serve.
+			d.Detail += "; not given back: MySQL had no stock for it"
+			continue
+		}
 		if fix {
 			n, err := restoreScript.Exec(ctx, r.client, []string{vk.meta, vk.buyers}, []string{itoa(dl.user), itoa(dl.order)}).AsInt64()
 			if err != nil {

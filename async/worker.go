@@ -178,6 +178,10 @@ func (w *worker) retireIfDone(ctx context.Context) error {
 	if err := w.c.client.Do(ctx, w.c.client.B().Srem().Key(w.c.keys.registry()).Member(id).Build()).Error(); err != nil {
 		return err
 	}
+	// Past the SREM, finish even if the worker is being stopped: an entry
+	// appended meanwhile would otherwise never be read.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	if done, err = w.done(ctx); err == nil && done {
 		w.log.Info("async: the sale is over and every order is persisted; voucher retired from the registry")
 		return nil
