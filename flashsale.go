@@ -45,10 +45,20 @@ func (v *Voucher) Validate() error {
 		return Errorf(EInvalid, "prices must not be negative")
 	case v.BeginTime.IsZero() || v.EndTime.IsZero():
 		return Errorf(EInvalid, "begin_time and end_time are required")
+	case !inTimeRange(v.BeginTime) || !inTimeRange(v.EndTime):
+		return Errorf(EInvalid, "begin_time and end_time must be in the years 1000 to 9999 (UTC)")
 	case !v.EndTime.After(v.BeginTime):
 		return Errorf(EInvalid, "end_time must be after begin_time")
 	}
 	return nil
+}
+
+// inTimeRange reports whether t, in UTC, is in the years MySQL's DATETIME
+// holds and RFC 3339 can write: an offset can push a valid-looking input
+// such as 9999-12-31T23:59:59-01:00 into year 10000.
+func inTimeRange(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 1000 && y <= 9999
 }
 
 // MaxStock bounds a voucher's stock; it keeps counts well inside 32 bits.

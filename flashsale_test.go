@@ -27,6 +27,11 @@ func TestVoucherValidate(t *testing.T) {
 		{"no begin", func(v *flashsale.Voucher) { v.BeginTime = time.Time{} }, flashsale.EInvalid},
 		{"end before begin", func(v *flashsale.Voucher) { v.EndTime = begin.Add(-time.Second) }, flashsale.EInvalid},
 		{"end equals begin", func(v *flashsale.Voucher) { v.EndTime = begin }, flashsale.EInvalid},
+		{"end past year 9999 in UTC", func(v *flashsale.Voucher) {
+			v.EndTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("-01:00", -3600))
+		}, flashsale.EInvalid},
+		{"begin before year 1000", func(v *flashsale.Voucher) { v.BeginTime = time.Date(999, 12, 31, 0, 0, 0, 0, time.UTC) }, flashsale.EInvalid},
+		{"end in year 9999", func(v *flashsale.Voucher) { v.EndTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC) }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,6 +46,8 @@ type apiOptions struct {
 	rateIP   float64
 	ready    httpapi.ReadyFunc
 	lockWait time.Duration
+	// limiterDown gives the rate limiter a Redis client that is closed.
+	limiterDown bool
 }
 
 func newTestAPI(t testing.TB, o apiOptions) *testAPI {
@@ -80,6 +82,14 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 		UserRate: o.rateUser,
 		IPRate:   o.rateIP,
 		Ready:    o.ready,
+	}
+	if o.limiterDown {
+		down, err := rueidis.NewClient(testenv.RedisOption())
+		if err != nil {
+			t.Fatal(err)
+		}
+		down.Close()
+		srv.Limiter = ratelimit.New(down, prefix+"rate:")
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
@@ -243,6 +253,7 @@ func TestCreateVoucherRejectsBadInput(t *testing.T) {
 		{"stock as string", `{"title":"x","stock":"5","begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, `"stock" must be a JSON number`},
 		{"end before begin", voucherJSON("x", 1, now, now.Add(-time.Hour)), "end_time must be after begin_time"},
 		{"bad time", `{"title":"x","stock":1,"begin_time":"yesterday","end_time":"2026-01-02T00:00:00Z"}`, "RFC 3339"},
+		{"end in year 10000 in UTC", `{"title":"x","stock":1,"begin_time":"2026-01-01T00:00:00Z","end_time":"9999-12-31T23:59:59-01:00"}`, "years 1000 to 9999"},
 		{"missing title", `{"stock":1,"begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, `"title" is required`},
 		{"missing end", `{"title":"x","stock":1,"begin_time":"2026-01-01T00:00:00Z"}`, `"end_time" is required`},
 		{"empty title", voucherJSON("", 1, now, now.Add(time.Hour)), "title"},
@@ -406,6 +417,20 @@ func TestRateLimits(t *testing.T) {
 				t.Fatalf("%d of 6 requests limited at 2/s (want >= 3), Retry-After %q", limited, last.Header.Get("Retry-After"))
 			}
 		})
+	}
+}
+
+func TestRateLimiterDownIsUnavailable(t *testing.T) {
+	api := newTestAPI(t, apiOptions{rateUser: 100, limiterDown: true})
+	vid := api.createVoucher(10)
+	var eb errorBody
+	res := api.do("POST", "/api/vouchers/"+vid+"/orders", api.userToken(1), "", &eb)
+	wantError(t, res, eb, http.StatusServiceUnavailable, flashsale.EUnavailable)
+	if res.Header.Get("Retry-After") == "" {
+		t.Fatal("no Retry-After on a 503")
+	}
+	if a, err := api.db.AuditVoucher(context.Background(), mustID(t, vid)); err != nil || a.Orders != 0 {
+		t.Fatalf("audit %+v, %v; want no order taken while the limiter is down", a, err)
 	}
 }
 

@@ -185,7 +185,7 @@ func (s *Server) limit(r *http.Request, userID int64) error {
 		ratelimit.Rule{Key: "ip:" + s.clientIP(r), Rate: s.IPRate, Burst: int(max(1, s.IPRate))},
 	)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", &flashsale.Error{Code: flashsale.EUnavailable, Message: "the rate limiter is unavailable; try again shortly", RetryAfter: time.Second}, err)
 	}
 	if wait > 0 {
 		return &flashsale.Error{Code: flashsale.ERateLimited, Message: "too many requests; slow down", RetryAfter: wait}
