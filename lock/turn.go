@@ -183,6 +183,10 @@ func (t *turn) tick() {
 		left := time.Until(t.leaseEnd)
 		if left <= 0 {
 			c.loseLocked(t)
+			// A renewal whose reply never came may still have been applied:
+			// give the lock up in Redis too, so that the next waiter does
+			// not wait out a lease nobody here will use.
+			go t.m.cancel(context.Background(), t.token, 0)
 			return
 		}
 		t.timer.Reset(max(left/4, 5*time.Millisecond))
