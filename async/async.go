@@ -83,6 +83,7 @@ type keyspace struct{ prefix string }
 // voucherKeys are one voucher's keys; they share the hash tag {v<id>}.
 type voucherKeys struct {
 	meta, buyers, orders, dead, failed string
+	tries                              string // entry id → attempts to persist it on its own
 }
 
 // voucher returns the keys of a voucher.
@@ -94,6 +95,7 @@ func (k keyspace) voucher(id int64) voucherKeys {
 		orders: tag + "orders",
 		dead:   tag + "dead",
 		failed: tag + "failed",
+		tries:  tag + "tries",
 	}
 }
 

@@ -136,27 +136,32 @@ func TestOverDeliveredEntriesAreTriedAloneThenDeadLettered(t *testing.T) {
 	v := e.voucher(10)
 	accepted := e.buy(v.ID, 1, 2, 3)
 	held := e.deliver(v.ID, "died", 3)
-	// Consumers that took these over died (or MySQL was down while they
-	// restarted): the first entry has been delivered 5 times, the second
-	// 10. The next take-over is the 6th delivery of the first, past
-	// MaxDeliveries (5): it is persisted on its own, not given up. The
-	// second's 11th is past twice that: dead-lettered untried.
+	// Consumers that took these over died, or MySQL was down while they
+	// restarted: the first two entries have been delivered 10 times, past
+	// MaxDeliveries (5), so the next take-over persists them on their
+	// own. The second had been tried on its own 5 times already, and each
+	// attempt died: it is dead-lettered untried. The first is persisted.
 	vk := e.svc.keys.voucher(v.ID)
-	for i, count := range []int64{5, 10} {
+	for _, h := range held[:2] {
 		e.do(e.client.B().Xclaim().Key(vk.orders).Group(DefaultGroup).Consumer("died").MinIdleTime("0").
-			Id(held[i].ID).Retrycount(count).Build())
+			Id(h.ID).Retrycount(10).Build())
 	}
+	e.do(e.client.B().Hset().Key(vk.tries).FieldValue().FieldValue(held[1].ID, "5").Build())
 	c := NewConsumer(e.client, e.db, e.consumerConfig())
 	e.run(c)
 	e.waitDrained(v.ID, 2)
 	dead := e.deadLetters(v.ID)
-	if len(dead) != 1 || dead[0].FieldValues["o"] != itoa(accepted[1].ID) || dead[0].FieldValues["reason"] != "delivered 11 times" {
-		t.Fatalf("dead letters = %v; want order %d, delivered 11 times", dead, accepted[1].ID)
+	want := "delivered 11 times; 5 attempts to persist it on its own did not finish"
+	if len(dead) != 1 || dead[0].FieldValues["o"] != itoa(accepted[1].ID) || dead[0].FieldValues["reason"] != want {
+		t.Fatalf("dead letters = %v; want order %d: %s", dead, accepted[1].ID, want)
 	}
 	for _, o := range []*flashsale.Order{accepted[0], accepted[2]} {
 		if got, err := e.db.FindOrder(context.Background(), o.ID); err != nil || got.Status != flashsale.StatusCreated {
 			t.Errorf("order %d: %+v, %v; want it persisted", o.ID, got, err)
 		}
+	}
+	if n, err := e.do(e.client.B().Hlen().Key(vk.tries).Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("%d attempt counts left behind, %v; want none", n, err)
 	}
 }
 

@@ -22,13 +22,15 @@ type item struct {
 // handle persists a batch of entries and acknowledges them. deliveries is
 // nil for entries delivered to this consumer, or parallel to entries for
 // entries taken over from others. An entry delivered more than
-// MaxDeliveries times is persisted on its own, after the batch, so that an
-// order that crashes its consumer does not take its batch with it; only
-// past twice that, or if persisting it fails for good (stock short, a
-// conflicting order), is it dead-lettered. Deliveries also add up while
-// MySQL is down and consumers restart: an accepted order is not given up
-// for that alone. It returns an error only when entries are left pending
-// (ctx done, or Redis failed); they are then persisted later.
+// MaxDeliveries times is persisted on its own, after the batch, so that
+// an order that crashes its consumer does not take its batch with it. It
+// is dead-lettered only if persisting it fails for good (stock short, a
+// conflicting order), or if more than MaxDeliveries attempts on its own
+// never finished: the count of those is kept in Redis, so a crash blames
+// the one entry being persisted, not the entries waiting behind it, and
+// deliveries that add up while MySQL is down and consumers restart do
+// not give an accepted order up. It returns an error only when entries
+// are left pending (ctx done, or Redis failed); they are persisted later.
 func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64) error {
 	if len(entries) == 0 {
 		return nil
@@ -49,9 +51,6 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 		switch {
 		case err != nil:
 			err = w.deadLetter(ctx, it, e.FieldValues["o"], e.FieldValues["u"], err.Error())
-		case it.deliveries > 2*w.c.cfg.MaxDeliveries:
-			it.order = o
-			err = w.deadLetter(ctx, it, "", "", fmt.Sprintf("delivered %d times", it.deliveries))
 		case it.deliveries > w.c.cfg.MaxDeliveries:
 			it.order = o
 			alone = append(alone, it)
@@ -63,6 +62,8 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 			return err
 		}
 	}
+	w.held = append(batch, alone...) // touched while MySQL is retried
+	defer func() { w.held = nil }()
 	persisted, err := w.persist(ctx, batch)
 	if err != nil {
 		return err
@@ -71,15 +72,36 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 		return err
 	}
 	for _, it := range alone {
-		persisted, err := w.persist(ctx, []item{it})
-		if err == nil {
-			err = w.ack(ctx, persisted)
-		}
-		if err != nil {
+		if err := w.persistAlone(ctx, it); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// persistAlone persists an over-delivered entry on its own, or
+// dead-letters it if attempts on its own keep dying (see handle).
+func (w *worker) persistAlone(ctx context.Context, it item) error {
+	cmd := w.c.client.B().Hincrby().Key(w.keys.tries).Field(it.entry).Increment(1).Build()
+	tries, err := w.c.client.Do(ctx, cmd).AsInt64()
+	if err != nil {
+		return err
+	}
+	if tries > w.c.cfg.MaxDeliveries {
+		reason := fmt.Sprintf("delivered %d times; %d attempts to persist it on its own did not finish", it.deliveries, tries-1)
+		err = w.deadLetter(ctx, it, "", "", reason)
+	} else {
+		var persisted []string
+		if persisted, err = w.persist(ctx, []item{it}); err == nil {
+			err = w.ack(ctx, persisted)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	// Settled: acknowledged or dead-lettered. A count left behind by a
+	// failure here is harmless (entry ids are never reused).
+	return w.c.client.Do(ctx, w.c.client.B().Hdel().Key(w.keys.tries).Field(it.entry).Build()).Error()
 }
 
 // persist writes items to MySQL and returns the entries to acknowledge.
@@ -128,7 +150,8 @@ func (w *worker) persist(ctx context.Context, items []item) ([]string, error) {
 // persistRetry persists items in one transaction, retrying MySQL errors
 // with exponential backoff while it keeps the batch: an outage makes the
 // entries wait, it does not count as a delivery. While retrying it touches
-// the entries, so other consumers do not take them over.
+// every entry handle holds (those waiting to be persisted on their own
+// too), so other consumers do not take them over.
 func (w *worker) persistRetry(ctx context.Context, items []item) (store.PersistResult, error) {
 	orders := make([]flashsale.Order, len(items))
 	for i, it := range items {
@@ -155,8 +178,8 @@ func (w *worker) persistRetry(ctx context.Context, items []item) (store.PersistR
 			return res, err
 		}
 		wait = min(2*wait, w.c.cfg.RetryMax)
-		if time.Since(touched) >= w.c.cfg.ClaimIdle/3 {
-			w.touch(ctx, items)
+		if time.Since(touched) >= w.c.cfg.ClaimIdle/3 && len(w.held) > 0 {
+			w.touch(ctx, w.held)
 			touched = time.Now()
 		}
 	}
@@ -201,7 +224,7 @@ func (w *worker) deadLetter(ctx context.Context, it item, order, user, reason st
 	}
 	if moved == 1 {
 		w.c.deadLettered.Add(1)
-		w.log.Error("async: order dead-lettered: it will not be persisted; reconciliation gives its stock back",
+		w.log.Error("async: order dead-lettered: it will not be persisted; reconciliation gives its stock back unless MySQL had none for it",
 			"entry", it.entry, "order", order, "user", user, "reason", reason, "deliveries", it.deliveries)
 	}
 	return nil

@@ -89,7 +89,8 @@ type ReconcilerConfig struct {
 // orders waiting in the stream, dead letters) with what MySQL holds
 // (orders, remaining stock), reports every difference as a Diff, and with
 // fix repairs the ones that are safe: it re-queues lost orders, gives back
-// the stock of dead-lettered ones, and points a buyer at the order MySQL
+// the stock of dead-lettered ones (except those dead-lettered because
+// MySQL had no stock left for them), and points a buyer at the order MySQL
 // holds. Every repair is a script that checks the buyer still records the
 // order it is about, so running it twice, or beside the live pipeline,
 // does no harm.

@@ -50,7 +50,7 @@ func Purge(ctx context.Context, client rueidis.Client, prefix string, voucherID 
 	vk := keys.voucher(voucherID)
 	cmds := rueidis.Commands{
 		client.B().Srem().Key(keys.registry()).Member(strconv.FormatInt(voucherID, 10)).Build(),
-		client.B().Del().Key(vk.meta, vk.buyers, vk.orders, vk.dead, vk.failed).Build(),
+		client.B().Del().Key(vk.meta, vk.buyers, vk.orders, vk.dead, vk.failed, vk.tries).Build(),
 	}
 	// Pointers live in slots of their own: one DEL each.
 	for _, id := range orderIDs {

@@ -19,6 +19,7 @@ type worker struct {
 	cursor     string    // where the next XAUTOCLAIM pass starts
 	nextClaim  time.Time // when to look for idle entries of other consumers
 	nextRetire time.Time // when to check whether the voucher is done
+	held       []item    // the entries handle is working through
 }
 
 // run consumes until ctx is done, starting over after an error.

@@ -200,7 +200,7 @@ func (c *Client) passOn(l *Lock, mayRenew bool) pass {
 	}
 	if holds > 1 || unsure {
 		p := pass{kind: passRedis}
-		if holds <= 1 && t.holder == l {
+		if unsure && t.holder == l {
 			// Possibly the last hold: stop renewing before the release,
 			// and renew again if Redis says holds are left.
 			p.stop = true

@@ -2,8 +2,6 @@ package lock
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -109,7 +107,8 @@ func (l *Lock) Fence() int64 { return l.fence }
 
 // Lost returns a channel closed when the lock is lost while held: a renewal
 // found it gone or taken, renewals failed until the lease ran out, a fixed
-// lease (WithLease) ran out, or Unlock, Extend or Reenter found it not held.
+// lease (WithLease) ran out, a last Unlock could not reach Redis and the
+// lease then ran out, or Unlock, Extend or Reenter found it not held.
 // A normal Unlock does not close it; Context covers both ends.
 func (l *Lock) Lost() <-chan struct{} {
 	l.mu.Lock()
@@ -169,11 +168,9 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	defer c.mu.Unlock()
 	switch {
 	case err != nil:
-		if !errors.Is(err, errNotRun) {
-			l.mu.Lock()
-			l.unsure = true // it may have run
-			l.mu.Unlock()
-		}
+		l.mu.Lock()
+		l.unsure = true // it may have run, or run yet
+		l.mu.Unlock()
 		return l.m.fail(ctx, "reenter", err)
 	case n == 0:
 		if l.t.holder == l {
@@ -187,14 +184,12 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	return nil
 }
 
-// errNotRun marks a failed reenter that is known not to have added a hold.
-var errNotRun = errors.New("lock: the hold was not added")
-
 // recount finds out whether a reenter whose reply was lost (err) added a
 // hold, by reading the turn's count in Redis: it returns the count if it
-// did, 0 if the lock is gone, or err (wrapped with errNotRun if the count
-// is unchanged), so that a caller who does not Unlock for a failed
-// Reenter does not leave a hold behind that nobody releases.
+// did, 0 if the lock is gone, or err if it cannot tell, so that a caller
+// who does not Unlock for a failed Reenter does not leave a hold behind
+// that nobody releases. An unchanged count proves nothing: the script may
+// still be on its way on another connection.
 func (l *Lock) recount(ctx context.Context, before int64, err error) (int64, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
@@ -211,12 +206,8 @@ func (l *Lock) recount(ctx context.Context, before int64, err error) (int64, err
 	switch {
 	case rueidis.IsRedisNil(rerr):
 		return 0, nil
-	case rerr != nil:
-		return 0, err
-	case v == before+1:
+	case rerr == nil && v == before+1:
 		return v, nil
-	case v == before:
-		return 0, fmt.Errorf("%w: %w", errNotRun, err)
 	}
 	return 0, err
 }
@@ -355,7 +346,9 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if !l.m.cfg.watchdog {
 		t.fixedEnd = t.leaseEnd
 	}
-	if !t.stopping {
+	if t.stopping {
+		t.expireLocked() // after a failed final release: the new end
+	} else {
 		t.scheduleLocked()
 	}
 	return nil

@@ -169,6 +169,9 @@ func (p *Proxy) Client(t testing.TB) rueidis.Client {
 	t.Helper()
 	opt := RedisOption()
 	opt.InitAddress = []string{p.addr}
+	// One connection: commands keep their order, and a freeze holds them
+	// all (with several, one opened late would wait on its handshake).
+	opt.PipelineMultiplex = -1
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		t.Fatalf("testenv: connecting through the proxy: %v", err)
