@@ -49,8 +49,8 @@ type ConsumerConfig struct {
 	ClaimIdle time.Duration
 	// MaxDeliveries: an entry taken over from other consumers after more
 	// than this many deliveries in all is persisted on its own rather than
-	// in a batch, and dead-lettered if that fails for good; after more than
-	// twice this many it is dead-lettered untried (default 5).
+	// in a batch, and dead-lettered if that fails for good, or untried once
+	// more than this many attempts on its own died (default 5).
 	MaxDeliveries int64
 	// Refresh is how often the registry of vouchers is read (default 2s).
 	Refresh time.Duration

@@ -25,7 +25,7 @@ func (f *consumerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "consumer-name", "", "this consumer's name in the group (default hostname-pid-random; must be unique per process)")
 	fs.IntVar(&f.batch, "batch", 500, "orders per read and per MySQL transaction")
 	fs.DurationVar(&f.claimIdle, "claim-idle", 30*time.Second, "take over entries a dead consumer left unacknowledged this long")
-	fs.Int64Var(&f.maxDeliv, "max-deliveries", 5, "persist an entry taken over more than this many times on its own; dead-letter it after twice as many")
+	fs.Int64Var(&f.maxDeliv, "max-deliveries", 5, "persist an entry delivered more than this many times on its own; dead-letter it when that many attempts on its own died")
 }
 
 func (f *consumerFlags) new(b *backends, log *slog.Logger) *async.Consumer {
