@@ -59,14 +59,8 @@ func (m *Mutex) Name() string { return m.name }
 // it is held, or if waiters are queued for it (they go first). If ctx
 // carries a held Lock of this mutex (see Lock.Context), TryLock re-enters it.
 func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
-	if l := m.heldIn(ctx); l != nil {
-		if err := l.Reenter(ctx); err != nil {
-			return nil, err
-		}
-		return l, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	if l, err := m.reentry(ctx); l != nil || err != nil {
+		return l, err
 	}
 	if busy, err := m.client.busy(m); err != nil || busy {
 		return nil, cmp.Or(err, ErrNotObtained)
@@ -93,14 +87,8 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 // this mutex (see Lock.Context), Lock re-enters it and returns the same
 // handle.
 func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
-	if l := m.heldIn(ctx); l != nil {
-		if err := l.Reenter(ctx); err != nil {
-			return nil, err
-		}
-		return l, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	if l, err := m.reentry(ctx); l != nil || err != nil {
+		return l, err
 	}
 	w, rep, err := m.client.join(ctx, m)
 	if err != nil {
@@ -193,6 +181,18 @@ func (m *Mutex) fail(ctx context.Context, op string, err error) error {
 		return ctxErr
 	}
 	return fmt.Errorf("lock: %s %q: %w", op, m.name, err)
+}
+
+// reentry re-enters and returns the held Lock of this mutex that ctx
+// carries, if any; otherwise it returns ctx's error, if any.
+func (m *Mutex) reentry(ctx context.Context) (*Lock, error) {
+	if l := m.heldIn(ctx); l != nil {
+		if err := l.Reenter(ctx); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	return nil, ctx.Err()
 }
 
 // heldIn returns the held Lock of this mutex that ctx carries, if any.
