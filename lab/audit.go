@@ -13,13 +13,14 @@ import (
 )
 
 // Evidence is what the audit of one sale looks at. Only AcceptedIDs and
-// RefusedUsers come from the answers; everything else is read from MySQL
-// and Redis after the sale.
+// TurnedAway come from the answers; everything else is read from MySQL and
+// Redis after the sale.
 type Evidence struct {
 	// AcceptedIDs are the order ids the accepted answers named.
 	AcceptedIDs []int64
-	// RefusedUsers are the buyers refused at least once.
-	RefusedUsers []int64
+	// TurnedAway are the buyers refused, or left without an answer (a
+	// transport error), at least once.
+	TurnedAway []int64
 	// DB is the voucher's audit in MySQL: its stock, remaining stock,
 	// orders and buyers.
 	DB store.Audit
@@ -46,8 +47,11 @@ type Findings struct {
 	// Lost counts the accepted orders that are not in MySQL.
 	Lost int
 	// Undersold counts the stock left while buyers who hold no order were
-	// refused: min(remaining, such buyers), the sales a correct strategy
-	// would have made.
+	// turned away: min(units left, such buyers), the sales a correct
+	// strategy would have made. A unit counts as left only if MySQL's
+	// remaining stock, the stock less the orders and lost orders, and
+	// Redis's stock (where it keeps one) all say so, so that a unit
+	// already counted as oversold, lost or drifted is not counted again.
 	Undersold int
 	// StockDrift is stock − remaining − orders. Negative: orders the stock
 	// does not account for (lost updates: two buyers wrote the same new
@@ -80,12 +84,16 @@ func Check(e Evidence) Findings {
 	}
 	holders := set(e.OrderUsers)
 	unserved := 0
-	for _, u := range e.RefusedUsers {
+	for _, u := range e.TurnedAway {
 		if !holders[u] {
 			unserved++
 		}
 	}
-	f.Undersold = min(max(0, e.DB.Remaining), unserved)
+	left := min(e.DB.Remaining, e.DB.Stock-e.DB.Orders-f.Lost)
+	if e.RemainingRedis != nil {
+		left = min(left, *e.RemainingRedis)
+	}
+	f.Undersold = min(max(0, left), unserved)
 	return f
 }
 
@@ -134,8 +142,8 @@ func (a *Auditor) Drain(ctx context.Context, voucherID int64, timeout time.Durat
 		if err != nil {
 			return err
 		}
-		if audit.Orders == rs.Buyers-rs.DeadLetters {
-			return nil
+		if audit.Orders >= rs.Buyers-rs.DeadLetters {
+			return nil // more than that is for the audit to report
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w after %s: voucher %d has %d buyers in Redis, %d dead letters, %d orders in MySQL",
@@ -151,7 +159,7 @@ func (a *Auditor) Drain(ctx context.Context, voucherID int64, timeout time.Durat
 // res. Redis is read first: an async order persisted meanwhile is then in
 // MySQL when MySQL is read.
 func (a *Auditor) Collect(ctx context.Context, voucherID int64, res *Result) (Evidence, error) {
-	e := Evidence{AcceptedIDs: slices.Clone(res.OrderIDs), RefusedUsers: slices.Clone(res.RefusedUsers)}
+	e := Evidence{AcceptedIDs: slices.Clone(res.OrderIDs), TurnedAway: slices.Clone(res.TurnedAway)}
 	rs, err := a.readRedis(ctx, voucherID)
 	if err != nil {
 		return e, err

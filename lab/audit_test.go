@@ -23,11 +23,11 @@ func TestCheck(t *testing.T) {
 		{
 			name: "clean sell-out",
 			in: lab.Evidence{
-				AcceptedIDs:  []int64{11, 12, 13},
-				RefusedUsers: []int64{1, 4, 5},
-				DB:           store.Audit{Stock: 3, Remaining: 0, Orders: 3, DistinctBuyers: 3},
-				OrderIDs:     []int64{11, 12, 13},
-				OrderUsers:   []int64{1, 2, 3},
+				AcceptedIDs: []int64{11, 12, 13},
+				TurnedAway:  []int64{1, 4, 5},
+				DB:          store.Audit{Stock: 3, Remaining: 0, Orders: 3, DistinctBuyers: 3},
+				OrderIDs:    []int64{11, 12, 13},
+				OrderUsers:  []int64{1, 2, 3},
 			},
 			want:  lab.Findings{Orders: 3, DistinctBuyers: 3},
 			exact: true,
@@ -80,23 +80,61 @@ func TestCheck(t *testing.T) {
 			in: lab.Evidence{
 				AcceptedIDs: []int64{11, 12},
 				// Buyer 2 was refused once and then got an order: not unserved.
-				RefusedUsers: []int64{2, 3, 4, 5, 6, 7},
-				DB:           store.Audit{Stock: 5, Remaining: 3, Orders: 2, DistinctBuyers: 2},
-				OrderIDs:     []int64{11, 12},
-				OrderUsers:   []int64{1, 2},
+				TurnedAway: []int64{2, 3, 4, 5, 6, 7},
+				DB:         store.Audit{Stock: 5, Remaining: 3, Orders: 2, DistinctBuyers: 2},
+				OrderIDs:   []int64{11, 12},
+				OrderUsers: []int64{1, 2},
 			},
 			want: lab.Findings{Orders: 2, DistinctBuyers: 2, RemainingDB: 3, Undersold: 3},
 		},
 		{
 			name: "undersold: capped by the buyers refused",
 			in: lab.Evidence{
-				AcceptedIDs:  []int64{11},
-				RefusedUsers: []int64{1, 2, 3},
-				DB:           store.Audit{Stock: 10, Remaining: 9, Orders: 1, DistinctBuyers: 1},
-				OrderIDs:     []int64{11},
-				OrderUsers:   []int64{1},
+				AcceptedIDs: []int64{11},
+				TurnedAway:  []int64{1, 2, 3},
+				DB:          store.Audit{Stock: 10, Remaining: 9, Orders: 1, DistinctBuyers: 1},
+				OrderIDs:    []int64{11},
+				OrderUsers:  []int64{1},
 			},
 			want: lab.Findings{Orders: 1, DistinctBuyers: 1, RemainingDB: 9, Undersold: 2},
+		},
+		{
+			// The gate refused the rest rightly (Redis is sold out); the
+			// unit MySQL still shows is the lost order's, not unsold.
+			name: "a lost order is not also undersold",
+			in: lab.Evidence{
+				AcceptedIDs:    []int64{11, 12, 99},
+				TurnedAway:     []int64{4, 5},
+				DB:             store.Audit{Stock: 3, Remaining: 1, Orders: 2, DistinctBuyers: 2},
+				OrderIDs:       []int64{11, 12},
+				OrderUsers:     []int64{1, 2},
+				RemainingRedis: intp(0),
+			},
+			want: lab.Findings{Orders: 2, DistinctBuyers: 2, RemainingDB: 1, RemainingRedis: intp(0), Lost: 1},
+		},
+		{
+			// Lost updates leave remaining at 1 after 5 orders of 3: that
+			// unit is drift, not stock a buyer could have had.
+			name: "an oversell is not also undersold",
+			in: lab.Evidence{
+				AcceptedIDs: []int64{11, 12, 13, 14, 15},
+				TurnedAway:  []int64{6, 7},
+				DB:          store.Audit{Stock: 3, Remaining: 1, Orders: 5, DistinctBuyers: 5},
+				OrderIDs:    []int64{11, 12, 13, 14, 15},
+				OrderUsers:  []int64{1, 2, 3, 4, 5},
+			},
+			want: lab.Findings{Orders: 5, DistinctBuyers: 5, RemainingDB: 1, Oversold: 2, StockDrift: -3},
+		},
+		{
+			name: "undersold: buyers left without an answer count",
+			in: lab.Evidence{
+				AcceptedIDs: []int64{11},
+				TurnedAway:  []int64{2, 3}, // timed out, never refused
+				DB:          store.Audit{Stock: 5, Remaining: 4, Orders: 1, DistinctBuyers: 1},
+				OrderIDs:    []int64{11},
+				OrderUsers:  []int64{1},
+			},
+			want: lab.Findings{Orders: 1, DistinctBuyers: 1, RemainingDB: 4, Undersold: 2},
 		},
 		{
 			name: "stock taken without an order",

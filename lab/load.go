@@ -41,7 +41,14 @@ type Load struct {
 	Client *http.Client
 	// Progress is told about every answered request (default: none).
 	Progress Progress
+	// Orders says the requests are order attempts: an accepted answer
+	// that names no order id then counts as an error, since its order
+	// could not be checked for loss.
+	Orders bool
 }
+
+// errNoOrderID is the error of an accepted order answer without an id.
+var errNoOrderID = errors.New("lab: an accepted answer names no order id")
 
 // NewClient returns an HTTP client that keeps up to concurrency idle
 // connections per server, so a run reuses its connections instead of
@@ -147,6 +154,9 @@ func (r *run) fire(shot Shot, due time.Time, seq int) {
 			a := answer{user: shot.User, err: err}
 			if err == nil {
 				a = send(r.client, req, shot.User, due)
+			}
+			if r.Orders && a.err == nil && a.code == "" && a.orderID == 0 {
+				a.err = errNoOrderID
 			}
 			r.rec.add(a)
 			r.progress.Add(1)

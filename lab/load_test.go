@@ -78,7 +78,7 @@ func TestLoadCountsAnswers(t *testing.T) {
 		}
 	}
 	for u := int64(1); u <= 40; u++ {
-		if kind(u) == 1 || kind(u) == 2 {
+		if kind(u) != 0 { // refused, or left without an answer
 			want.refused = append(want.refused, u)
 		}
 	}
@@ -102,14 +102,48 @@ func TestLoadCountsAnswers(t *testing.T) {
 				t.Errorf("requests %d accepted %d rejected %v errors %d; want 130, %d, sold_out=%d http_503=%d, %d",
 					res.Requests, res.Accepted, res.Rejected, res.Errors, want.accepted, want.soldOut, want.http503, want.errors)
 			}
-			if !slices.Equal(ids, want.ids) || !slices.Equal(res.RefusedUsers, want.refused) {
-				t.Errorf("order ids %v refused %v; want %v and %v", ids, res.RefusedUsers, want.ids, want.refused)
+			if !slices.Equal(ids, want.ids) || !slices.Equal(res.TurnedAway, want.refused) {
+				t.Errorf("order ids %v turned away %v; want %v and %v", ids, res.TurnedAway, want.ids, want.refused)
 			}
 			if got := res.Latency.TotalCount(); got != int64(130-want.errors) {
 				t.Errorf("latency histogram holds %d answers, want %d", got, 130-want.errors)
 			}
 			if len(res.ErrorSamples) == 0 {
 				t.Error("no transport error kept as a sample")
+			}
+		})
+	}
+}
+
+// TestAcceptedOrderWithoutAnIDIsAnError: an order answer that says yes
+// but names no order could never be checked for loss, so it is counted as
+// an error, not as accepted; a /healthz answer needs no id.
+func TestAcceptedOrderWithoutAnIDIsAnError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"status":"created"}`)
+	}))
+	defer srv.Close()
+	shots, err := lab.Plan(5, 10, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name             string
+		orders           bool
+		accepted, errors int
+	}{
+		{"order answers", true, 0, 10},
+		{"other answers", false, 10, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &lab.Load{Targets: []string{srv.URL}, Shots: shots, NewRequest: lab.OrderRequest(42, token), Concurrency: 2, Orders: tt.orders}
+			res, err := l.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Accepted != tt.accepted || res.Errors != tt.errors {
+				t.Fatalf("accepted %d, errors %d; want %d and %d", res.Accepted, res.Errors, tt.accepted, tt.errors)
 			}
 		})
 	}

@@ -43,7 +43,7 @@ type answerBody struct {
 // readAnswer reads a response to the end (so its connection is reused) and
 // returns the order id of a 2xx answer (0 when it names none) or the error
 // code of any other ("http_<status>" when the body names none). err is a
-// failure to read the body: a transport error.
+// failure to read the body, or a malformed order id: a transport error.
 func readAnswer(resp *http.Response) (orderID int64, code string, err error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -54,8 +54,8 @@ func readAnswer(resp *http.Response) (orderID int64, code string, err error) {
 	jsonErr := json.Unmarshal(body, &b)
 	if resp.StatusCode/100 == 2 {
 		if jsonErr == nil && b.OrderID != "" {
-			if orderID, err = strconv.ParseInt(b.OrderID, 10, 64); err != nil {
-				return 0, "", fmt.Errorf("an accepted answer with order id %q: %w", b.OrderID, err)
+			if orderID, err = strconv.ParseInt(b.OrderID, 10, 64); err != nil || orderID <= 0 {
+				return 0, "", fmt.Errorf("an accepted answer with order id %q", b.OrderID)
 			}
 		}
 		return orderID, "", nil

@@ -24,9 +24,9 @@ type Result struct {
 	// OrderIDs are the order ids the accepted answers named, in the order
 	// they arrived.
 	OrderIDs []int64
-	// RefusedUsers are the buyers who were refused at least once (any
-	// error code), ascending.
-	RefusedUsers []int64
+	// TurnedAway are the buyers who were refused (any error code) or got
+	// no answer (a transport error) at least once, ascending.
+	TurnedAway []int64
 	// Latency holds the latency of every answered request in µs.
 	Latency *hdrhistogram.Histogram
 	Elapsed time.Duration
@@ -68,9 +68,9 @@ type answer struct {
 
 // recorder collects answers from many goroutines.
 type recorder struct {
-	mu      sync.Mutex
-	res     Result
-	refused map[int64]bool
+	mu         sync.Mutex
+	res        Result
+	turnedAway map[int64]bool
 }
 
 func newRecorder() *recorder {
@@ -80,7 +80,7 @@ func newRecorder() *recorder {
 			OrderIDs: []int64{},
 			Latency:  hdrhistogram.New(1, latencyMax.Microseconds(), 3),
 		},
-		refused: map[int64]bool{},
+		turnedAway: map[int64]bool{},
 	}
 }
 
@@ -89,6 +89,7 @@ func (r *recorder) add(a answer) {
 	defer r.mu.Unlock()
 	if a.err != nil {
 		r.res.Errors++
+		r.turnedAway[a.user] = true
 		if len(r.res.ErrorSamples) < maxErrorSamples {
 			r.res.ErrorSamples = append(r.res.ErrorSamples, a.err)
 		}
@@ -97,7 +98,7 @@ func (r *recorder) add(a answer) {
 	_ = r.res.Latency.RecordValue(min(a.latency, latencyMax).Microseconds()) // in range by construction
 	if a.code != "" {
 		r.res.Rejected[a.code]++
-		r.refused[a.user] = true
+		r.turnedAway[a.user] = true
 		return
 	}
 	r.res.Accepted++
@@ -113,9 +114,9 @@ func (r *recorder) result(requests int, elapsed time.Duration) *Result {
 	res := r.res
 	res.Requests = requests
 	res.Elapsed = elapsed
-	res.RefusedUsers = slices.Sorted(maps.Keys(r.refused))
-	if res.RefusedUsers == nil {
-		res.RefusedUsers = []int64{}
+	res.TurnedAway = slices.Sorted(maps.Keys(r.turnedAway))
+	if res.TurnedAway == nil {
+		res.TurnedAway = []int64{}
 	}
 	return &res
 }

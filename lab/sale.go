@@ -68,7 +68,8 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 	if err != nil {
 		return row, fmt.Errorf("%w: %w", ErrSetup, err)
 	}
-	res, err := s.load(ctx, client, shots, s.Strategy, OrderRequest(row.VoucherID, func(u int64) string { return tokens[u-1] }))
+	orders := OrderRequest(row.VoucherID, func(u int64) string { return tokens[u-1] })
+	res, err := s.load(ctx, client, s.Strategy, &Load{Shots: shots, NewRequest: orders, Rate: s.Rate, Orders: true})
 	if err != nil {
 		return row, err
 	}
@@ -84,7 +85,9 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 	row.setFindings(Check(ev))
 	errs := []error{drained, transportError("the sale", res)}
 	for i := range calibrations {
-		cal, err := s.load(ctx, client, shots, fmt.Sprintf("%s /healthz %d/%d", s.Strategy, i+1, calibrations), HealthzRequest)
+		// Closed loop even under --rate: a ceiling measured at the
+		// scheduled rate would only echo it.
+		cal, err := s.load(ctx, client, fmt.Sprintf("%s /healthz %d/%d", s.Strategy, i+1, calibrations), &Load{Shots: shots, NewRequest: HealthzRequest})
 		if err != nil {
 			return row, err
 		}
@@ -100,14 +103,14 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 // once.
 const calibrations = 3
 
-// load runs shots with newRequest and shows its progress.
-func (s *Sale) load(ctx context.Context, client *http.Client, shots []Shot, label string,
-	newRequest func(context.Context, string, int64) (*http.Request, error)) (*Result, error) {
+// load runs l against the sale's targets with its concurrency and client,
+// and shows its progress.
+func (s *Sale) load(ctx context.Context, client *http.Client, label string, l *Load) (*Result, error) {
 	var progress Progress = nopProgress{}
 	if s.Progress != nil {
-		progress = s.Progress(label, countRequests(shots))
+		progress = s.Progress(label, countRequests(l.Shots))
 	}
-	l := &Load{Targets: s.Targets, Shots: shots, NewRequest: newRequest, Concurrency: s.Concurrency, Rate: s.Rate, Client: client, Progress: progress}
+	l.Targets, l.Concurrency, l.Client, l.Progress = s.Targets, s.Concurrency, client, progress
 	res, err := l.Run(ctx)
 	progress.Finish()
 	return res, err

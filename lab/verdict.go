@@ -47,7 +47,7 @@ func (r *Row) problems() []string {
 		p = append(p, fmt.Sprintf("%d accepted orders are missing from MySQL", r.Lost))
 	}
 	if r.Undersold > 0 {
-		p = append(p, fmt.Sprintf("undersold %d (%d units left while buyers without an order were refused)", r.Undersold, r.RemainingDB))
+		p = append(p, fmt.Sprintf("undersold %d (units left while buyers without an order were turned away)", r.Undersold))
 	}
 	if r.Errors > 0 {
 		p = append(p, fmt.Sprintf("%d of %d requests got no answer", r.Errors, r.Requests))
