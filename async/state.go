@@ -3,7 +3,6 @@ package async
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/redis/rueidis"
 )
@@ -37,29 +36,4 @@ func ReadState(ctx context.Context, client rueidis.Client, prefix string, vouche
 		return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
 	}
 	return State{Loaded: true, Stock: int(snap[0]), InitialStock: int(snap[1]), Buyers: int(snap[2]), DeadLetters: int(dead)}, nil
-}
-
-// Purge deletes a voucher's keys from Redis: its stock, buyers, streams,
-// the pointers of the given orders and its place in the consumers'
-// registry. Only for a voucher whose sale is over and whose orders are all
-// persisted (State.Buyers orders in MySQL): whatever still waits in its
-// stream is lost. The service reloads the voucher from MySQL if it is
-// ordered again.
-func Purge(ctx context.Context, client rueidis.Client, prefix string, voucherID int64, orderIDs []int64) error {
-	keys := keyspace{orDefault(prefix, DefaultPrefix)}
-	vk := keys.voucher(voucherID)
-	cmds := rueidis.Commands{
-		client.B().Srem().Key(keys.registry()).Member(strconv.FormatInt(voucherID, 10)).Build(),
-		client.B().Del().Key(vk.meta, vk.buyers, vk.orders, vk.dead, vk.failed, vk.tries).Build(),
-	}
-	// Pointers live in slots of their own: one DEL each.
-	for _, id := range orderIDs {
-		cmds = append(cmds, client.B().Del().Key(keys.order(id)).Build())
-	}
-	for _, res := range client.DoMulti(ctx, cmds...) {
-		if err := res.Error(); err != nil {
-			return fmt.Errorf("async: purging voucher %d: %w", voucherID, err)
-		}
-	}
-	return nil
 }

@@ -107,20 +107,21 @@ func set(ids []int64) map[int64]bool {
 
 // Auditor reads a sale's evidence from MySQL and Redis.
 type Auditor struct {
-	db    *store.DB
-	redis rueidis.Client
+	db     *store.DB
+	redis  rueidis.Client
+	prefix string
 }
 
-// NewAuditor returns an Auditor of the database and Redis the servers use.
-func NewAuditor(db *store.DB, redis rueidis.Client) *Auditor {
-	return &Auditor{db: db, redis: redis}
+// NewAuditor returns an Auditor of the database and Redis the servers use,
+// whose keys start with prefix (flashsale serve's --redis-prefix).
+func NewAuditor(db *store.DB, redis rueidis.Client, prefix string) *Auditor {
+	return &Auditor{db: db, redis: redis, prefix: prefix}
 }
 
-// readRedis reads what Redis holds for an async voucher under the prefix
-// flashsale serve uses; not loaded for a synchronous strategy's voucher,
+// readRedis reads what Redis holds for an async voucher; not loaded for a synchronous strategy's voucher,
 // whose stock is not kept in Redis.
 func (a *Auditor) readRedis(ctx context.Context, voucherID int64) (async.State, error) {
-	st, err := async.ReadState(ctx, a.redis, async.DefaultPrefix, voucherID)
+	st, err := async.ReadState(ctx, a.redis, a.prefix, voucherID)
 	if err != nil {
 		return st, fmt.Errorf("lab: %w", err)
 	}

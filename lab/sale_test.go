@@ -89,7 +89,7 @@ func TestSaleAuditsTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rc, _ := testenv.Redis(t)
+	rc, prefix := testenv.Redis(t)
 	authn, err := auth.New(strings.Repeat("s", 32), "admin")
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestSaleAuditsTheDatabase(t *testing.T) {
 	srv := httptest.NewServer(&faultyShop{db: db, auth: authn})
 	defer srv.Close()
 	sale := &lab.Sale{
-		Strategy: "faulty", Targets: []string{srv.URL}, AdminToken: "admin", Auth: authn, Auditor: lab.NewAuditor(db, rc),
+		Strategy: "faulty", Targets: []string{srv.URL}, AdminToken: "admin", Auth: authn, Auditor: lab.NewAuditor(db, rc, prefix),
 		Stock: 100, Users: 30, Requests: 60, Concurrency: 4,
 	}
 	row, err := sale.Run(ctx)

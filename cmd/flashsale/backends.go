@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/idgen"
 	"github.com/flashsale/flashsale/store"
 )
@@ -19,12 +22,14 @@ import (
 // backendFlags name the Redis server and the database. Empty means the
 // embedded ones.
 type backendFlags struct {
-	redis string
-	db    string
+	redis       string
+	redisPrefix string
+	db          string
 }
 
 func (f *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); empty: an embedded in-process Redis, for trying things out")
+	fs.StringVar(&f.redisPrefix, "redis-prefix", async.DefaultPrefix, "prefix of every Redis key (several deployments can share one Redis)")
 	fs.StringVar(&f.db, "db", "", "database URL (mysql://user:pass@host:port/name, the database must exist; or sqlite:///path.db); empty: an embedded SQLite file, for trying things out")
 }
 
@@ -36,14 +41,19 @@ type backends struct {
 	// redisURL and dbURL are where the backends are, embedded ones
 	// included, so other processes can reach them.
 	redisURL, dbURL string
-	closers         []func()
+	// prefix starts every Redis key.
+	prefix  string
+	closers []func()
 }
 
 // openBackends connects to Redis and the database (migrating it) and starts
 // the ID generator, whose high-water mark comes from the orders table.
 // Missing URLs start embedded backends and say so in the log.
 func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *backends, err error) {
-	b := &backends{redisURL: f.redis, dbURL: f.db}
+	if strings.ContainsAny(f.redisPrefix, "{}") {
+		return nil, errors.New("--redis-prefix must hold no braces: they would change the keys' Redis Cluster hash tags")
+	}
+	b := &backends{redisURL: f.redis, dbURL: f.db, prefix: cmp.Or(f.redisPrefix, async.DefaultPrefix)}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -70,7 +80,7 @@ func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *bac
 		return nil, fmt.Errorf("--db: %w", err)
 	}
 	b.closers = append(b.closers, func() { b.db.Close() })
-	b.ids = idgen.New(b.redis, "id", idgen.WithPrefix("flashsale:idgen:"), idgen.WithFloor(b.db.MaxOrderID), idgen.WithLogger(log))
+	b.ids = idgen.New(b.redis, "id", idgen.WithPrefix(b.prefix+"idgen:"), idgen.WithFloor(b.db.MaxOrderID), idgen.WithLogger(log))
 	b.closers = append(b.closers, b.ids.Close)
 	return b, nil
 }

@@ -227,7 +227,7 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 			return rows, errors.Join(append(errs, fmt.Errorf("%s: starting instances: %w", name, err))...)
 		}
 		sale := &lab.Sale{
-			Strategy: name, Targets: f.urls, AdminToken: admin, Auth: authn, Auditor: lab.NewAuditor(b.db, b.redis),
+			Strategy: name, Targets: f.urls, AdminToken: admin, Auth: authn, Auditor: lab.NewAuditor(b.db, b.redis, b.prefix),
 			Stock: cfg.stock, Users: cfg.users, Requests: cfg.requests, Doubles: cfg.doubles, Seed: cfg.seed,
 			Concurrency: cfg.concurrency, Rate: cfg.rate, Timeout: cfg.timeout, DrainTimeout: cfg.drain,
 			Progress: func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) },

@@ -30,6 +30,7 @@ func (f *consumerFlags) register(fs *flag.FlagSet) {
 
 func (f *consumerFlags) new(b *backends, log *slog.Logger) *async.Consumer {
 	return async.NewConsumer(b.redis, b.db, async.ConsumerConfig{
+		Prefix:        b.prefix,
 		Name:          f.name,
 		BatchSize:     f.batch,
 		ClaimIdle:     f.claimIdle,

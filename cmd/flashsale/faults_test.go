@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/auth"
@@ -42,12 +44,15 @@ type saleRig struct {
 	bin      string
 	dbURL    string
 	redisURL string
-	db       *store.DB
-	auth     *auth.Authenticator
-	dir      string
-	client   *http.Client
-	voucher  int64
-	n        atomic.Int32 // log file counter
+	// redis and prefix: the rig's keys, deleted when the test ends.
+	redis   rueidis.Client
+	prefix  string
+	db      *store.DB
+	auth    *auth.Authenticator
+	dir     string
+	client  *http.Client
+	voucher int64
+	n       atomic.Int32 // log file counter
 }
 
 func newSaleRig(t *testing.T, dbURL string) *saleRig {
@@ -56,8 +61,10 @@ func newSaleRig(t *testing.T, dbURL string) *saleRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rc, prefix := testenv.Redis(t)
 	r := &saleRig{
 		t: t, bin: buildFlashsale(t), dbURL: dbURL, redisURL: "redis://" + testenv.RedisAddr() + "/0",
+		redis: rc, prefix: prefix,
 		auth: a, dir: t.TempDir(),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 	}
@@ -66,7 +73,7 @@ func newSaleRig(t *testing.T, dbURL string) *saleRig {
 
 // command returns a flashsale command line with the rig's backends.
 func (r *saleRig) command(args ...string) *exec.Cmd {
-	cmd := exec.Command(r.bin, append(args, "--redis", r.redisURL, "--db", r.dbURL)...)
+	cmd := exec.Command(r.bin, append(args, "--redis", r.redisURL, "--redis-prefix", r.prefix, "--db", r.dbURL)...)
 	cmd.Env = append(os.Environ(), "FLASHSALE_JWT_SECRET="+faultSecret, "FLASHSALE_ADMIN_TOKEN="+faultAdmin)
 	return cmd
 }
@@ -213,16 +220,16 @@ func userRange(first, last int64) []int64 {
 func (r *saleRig) check(s *sale) {
 	r.t.Helper()
 	ctx := context.Background()
-	rc, _ := testenv.Redis(r.t)
+	rc := r.redis
 	db, err := store.Open(ctx, r.dbURL)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	defer db.Close()
-	if err := lab.NewAuditor(db, rc).Drain(ctx, r.voucher, 60*time.Second); err != nil {
+	if err := lab.NewAuditor(db, rc, r.prefix).Drain(ctx, r.voucher, 60*time.Second); err != nil {
 		r.t.Fatal(err)
 	}
-	st, err := async.ReadState(ctx, rc, "", r.voucher)
+	st, err := async.ReadState(ctx, rc, r.prefix, r.voucher)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -245,9 +252,6 @@ func (r *saleRig) check(s *sale) {
 		if err != nil || o.UserID != user || o.Status != flashsale.StatusCreated {
 			r.t.Fatalf("accepted order %d of user %d: %+v, %v; want it created", id, user, o, err)
 		}
-	}
-	if err := purgeVoucher(ctx, rc, db, r.voucher); err != nil {
-		r.t.Error(err)
 	}
 }
 

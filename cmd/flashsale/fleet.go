@@ -168,7 +168,7 @@ func (fl *fleets) startProcesses(ctx context.Context, strategy string) (_ *fleet
 		}
 	}
 	args := append([]string{"serve"}, fl.serveArgs(strategy)...)
-	args = append(args, "--redis", fl.b.redisURL, "--db", fl.b.dbURL)
+	args = append(args, "--redis", fl.b.redisURL, "--redis-prefix", fl.b.prefix, "--db", fl.b.dbURL)
 	var procs []*lab.Process
 	stop := func() error {
 		var errs []error

@@ -35,7 +35,7 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 				return err
 			}
 			defer b.Close()
-			r := async.NewReconciler(b.redis, b.db, async.ReconcilerConfig{Logger: log})
+			r := async.NewReconciler(b.redis, b.db, async.ReconcilerConfig{Prefix: b.prefix, Logger: log})
 			var reports []*async.Report
 			if *voucher != 0 {
 				rep, err := r.Voucher(ctx, *voucher, *fix)

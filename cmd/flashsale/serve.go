@@ -155,7 +155,7 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		Vouchers:   svc.vouchers,
 		Orders:     svc.orders,
 		Auth:       authn,
-		Limiter:    ratelimit.New(b.redis, "flashsale:rate:"),
+		Limiter:    ratelimit.New(b.redis, b.prefix+"rate:"),
 		UserRate:   cfg.rateUser,
 		IPRate:     cfg.rateIP,
 		TrustProxy: cfg.trustProxy,
@@ -203,7 +203,7 @@ type services struct {
 // newServices builds the voucher and order services for the strategy.
 func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, error) {
 	if cfg.strategy == "async" {
-		svc, err := async.NewService(b.redis, b.db, async.Config{OrderIDs: b.ids, Logger: log})
+		svc, err := async.NewService(b.redis, b.db, async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log})
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +216,7 @@ func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, err
 		}
 		return &services{vouchers: svc, orders: svc, consumer: cfg.consumer.new(b, log), ready: ready, close: func() {}}, nil
 	}
-	locks := lock.New(b.redis, lock.WithPrefix("flashsale:lock:"))
+	locks := lock.New(b.redis, lock.WithPrefix(b.prefix+"lock:"))
 	orders, err := strategy.New(cfg.strategy, strategy.Config{
 		DB:         b.db,
 		IDs:        b.ids,
