@@ -18,7 +18,7 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("flashsale reconcile", flag.ContinueOnError)
 	backendsCfg.register(fs)
 	voucher := fs.Int64("voucher", 0, "reconcile only this voucher (default: every voucher in MySQL)")
-	fix := fs.Bool("fix", false, "repair what is safe to repair (re-queue lost orders, give back dead-lettered stock)")
+	fix := fs.Bool("fix", false, "repair what is safe to repair (re-queue lost orders, give back the stock of dead-lettered ones MySQL had stock for)")
 	return &ffcli.Command{
 		Name:       "reconcile",
 		ShortUsage: "flashsale reconcile [--voucher ID] [--fix]",
