@@ -36,7 +36,7 @@ type Process struct {
 // 127.0.0.1:0), logging to the file log, waits for the URL it prints and
 // then until it answers GET /readyz with 200, at most timeout in all. On
 // failure the process is stopped and the error ends with the tail of its
-// log.
+// log. On Linux the process gets SIGTERM if this one dies first.
 func StartProcess(ctx context.Context, cmd *exec.Cmd, log string, timeout time.Duration) (*Process, error) {
 	f, err := os.Create(log)
 	if err != nil {
@@ -49,6 +49,7 @@ func StartProcess(ctx context.Context, cmd *exec.Cmd, log string, timeout time.D
 		f.Close()
 		return nil, err
 	}
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
