@@ -177,6 +177,7 @@ func send(client *http.Client, req *http.Request, user int64, due time.Time) ans
 	resp, err := client.Do(req)
 	if err != nil {
 		a.err = err
+		a.latency = time.Since(from) // a timeout still took this long
 		return a
 	}
 	a.orderID, a.code, a.err = readAnswer(resp)

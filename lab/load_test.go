@@ -149,6 +149,41 @@ func TestAcceptedOrderWithoutAnIDIsAnError(t *testing.T) {
 	}
 }
 
+// TestTimeoutsCountInTheLatency: requests the server never answers in
+// time are errors, and their wait is in the latency histogram, so a stall
+// shows in the tail instead of vanishing from it.
+func TestTimeoutsCountInTheLatency(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.Header.Get("Authorization"), " u1") {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		fmt.Fprint(w, `{"order_id":"7","status":"created"}`)
+	}))
+	defer srv.Close()
+	shots, err := lab.Plan(4, 8, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 200 * time.Millisecond
+	l := &lab.Load{Targets: []string{srv.URL}, Shots: shots, NewRequest: lab.OrderRequest(42, token),
+		Concurrency: 8, Client: lab.NewClient(8, timeout), Orders: true}
+	res, err := l.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// User 1's two clicks time out; the other six are answered at once.
+	if res.Errors != 2 || res.Accepted != 6 || res.Latency.TotalCount() != 8 {
+		t.Fatalf("errors %d, accepted %d, latencies %d; want 2, 6, 8", res.Errors, res.Accepted, res.Latency.TotalCount())
+	}
+	if maxMs := res.LatencyMs(100); maxMs < float64(timeout.Milliseconds()) {
+		t.Fatalf("max latency %.1f ms, want at least the %s the timed-out requests waited", maxMs, timeout)
+	}
+}
+
 // TestLoadSpreadsRoundRobin checks that consecutive requests go to the
 // targets in turn, as a load balancer sends them.
 func TestLoadSpreadsRoundRobin(t *testing.T) {

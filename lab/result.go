@@ -1,7 +1,10 @@
 package lab
 
 import (
+	"context"
+	"errors"
 	"maps"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -27,7 +30,8 @@ type Result struct {
 	// TurnedAway are the buyers who were refused (any error code) or got
 	// no answer (a transport error) at least once, ascending.
 	TurnedAway []int64
-	// Latency holds the latency of every answered request in µs.
+	// Latency holds the latency of every answered request, and of every
+	// request that timed out (as the time it was given), in µs.
 	Latency *hdrhistogram.Histogram
 	Elapsed time.Duration
 }
@@ -93,6 +97,11 @@ func (r *recorder) add(a answer) {
 		if len(r.res.ErrorSamples) < maxErrorSamples {
 			r.res.ErrorSamples = append(r.res.ErrorSamples, a.err)
 		}
+		if isTimeout(a.err) {
+			// The buyer waited that long for nothing: leaving it out would
+			// flatter the tail exactly when the servers stall.
+			_ = r.res.Latency.RecordValue(min(a.latency, latencyMax).Microseconds())
+		}
 		return
 	}
 	_ = r.res.Latency.RecordValue(min(a.latency, latencyMax).Microseconds()) // in range by construction
@@ -119,4 +128,10 @@ func (r *recorder) result(requests int, elapsed time.Duration) *Result {
 		res.TurnedAway = []int64{}
 	}
 	return &res
+}
+
+// isTimeout reports whether err is a request that ran out of time.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
