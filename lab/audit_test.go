@@ -113,6 +113,19 @@ func TestCheck(t *testing.T) {
 			want: lab.Findings{Orders: 2, DistinctBuyers: 2, RemainingDB: 1, RemainingRedis: intp(0), Lost: 1},
 		},
 		{
+			// The same without Redis (a synchronous strategy): the unit
+			// MySQL shows is still the lost order's.
+			name: "a lost order of a synchronous strategy is not also undersold",
+			in: lab.Evidence{
+				AcceptedIDs: []int64{11, 12, 99},
+				TurnedAway:  []int64{4, 5},
+				DB:          store.Audit{Stock: 3, Remaining: 1, Orders: 2, DistinctBuyers: 2},
+				OrderIDs:    []int64{11, 12},
+				OrderUsers:  []int64{1, 2},
+			},
+			want: lab.Findings{Orders: 2, DistinctBuyers: 2, RemainingDB: 1, Lost: 1},
+		},
+		{
 			// Lost updates leave remaining at 1 after 5 orders of 3: that
 			// unit is drift, not stock a buyer could have had.
 			name: "an oversell is not also undersold",

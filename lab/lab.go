@@ -15,7 +15,8 @@
 //     the backends; it never counts answers where the tables can be read.
 //   - Sale does a whole run: it creates a voucher, mints buyer tokens,
 //     runs the Load, waits for the async pipeline to drain, audits, and
-//     measures the servers' ceiling on GET /healthz with the same load.
+//     measures the servers' ceiling on GET /healthz with the same requests,
+//     closed loop.
 //   - WriteTable, WriteJSON and Verdicts report the Rows of several runs.
 package lab
 

@@ -168,7 +168,7 @@ func TestTimeoutsCountInTheLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const timeout = 200 * time.Millisecond
+	const timeout = 1500 * time.Millisecond // the slow handler holds 5s
 	l := &lab.Load{Targets: []string{srv.URL}, Shots: shots, NewRequest: lab.OrderRequest(42, token),
 		Concurrency: 8, Client: lab.NewClient(8, timeout), Orders: true}
 	res, err := l.Run(context.Background())

@@ -35,7 +35,8 @@ type Row struct {
 	Undersold       int  `json:"undersold"`
 	StockDrift      int  `json:"stock_drift"`
 	// Speed: answered requests per second and latency in ms, and the
-	// answered requests per second of the same load on GET /healthz.
+	// answered requests per second of the same requests on GET /healthz,
+	// closed loop.
 	RPS        float64 `json:"rps"`
 	P50Ms      float64 `json:"p50_ms"`
 	P90Ms      float64 `json:"p90_ms"`

@@ -82,6 +82,12 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 	if err != nil {
 		return row, err
 	}
+	if s.Strategy == "async" && ev.RemainingRedis == nil {
+		// Audited without its Redis side, orders still in the stream
+		// would pass for lost.
+		return row, fmt.Errorf("%w: the async voucher %d is not in Redis under the prefix the audit reads (%q); is --redis-prefix the servers'?",
+			ErrSetup, row.VoucherID, s.Auditor.prefix)
+	}
 	row.setFindings(Check(ev))
 	errs := []error{drained, transportError("the sale", res)}
 	for i := range calibrations {
@@ -121,7 +127,7 @@ func transportError(what string, res *Result) error {
 	if res.Errors == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %d of %d requests of %s got no answer; first: %w", ErrTransport, res.Errors, res.Requests, what, res.ErrorSamples[0])
+	return fmt.Errorf("%w: %d of %d requests of %s got no usable answer; first: %w", ErrTransport, res.Errors, res.Requests, what, res.ErrorSamples[0])
 }
 
 // createVoucher creates the sale's voucher on the first target, on sale

@@ -82,25 +82,30 @@ func (s *faultyShop) order(w http.ResponseWriter, r *http.Request) {
 // TestSaleAuditsTheDatabase runs a Sale against the faulty shop: the
 // audit must count the accepted orders missing from the database as lost,
 // the dropped connections as transport errors, and fail the run for them.
-func TestSaleAuditsTheDatabase(t *testing.T) {
-	ctx := context.Background()
-	db, err := store.Open(ctx, testenv.MySQLURL(t))
+// faultySale returns a Sale of 60 attempts by 30 buyers, stock 100,
+// against a faulty shop on a fresh database, audited under a test prefix.
+func faultySale(t *testing.T, strategy string) *lab.Sale {
+	t.Helper()
+	db, err := store.Open(context.Background(), testenv.MySQLURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
 	rc, prefix := testenv.Redis(t)
 	authn, err := auth.New(strings.Repeat("s", 32), "admin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(&faultyShop{db: db, auth: authn})
-	defer srv.Close()
-	sale := &lab.Sale{
-		Strategy: "faulty", Targets: []string{srv.URL}, AdminToken: "admin", Auth: authn, Auditor: lab.NewAuditor(db, rc, prefix),
+	t.Cleanup(srv.Close)
+	return &lab.Sale{
+		Strategy: strategy, Targets: []string{srv.URL}, AdminToken: "admin", Auth: authn, Auditor: lab.NewAuditor(db, rc, prefix),
 		Stock: 100, Users: 30, Requests: 60, Concurrency: 4,
 	}
-	row, err := sale.Run(ctx)
+}
+
+func TestSaleAuditsTheDatabase(t *testing.T) {
+	row, err := faultySale(t, "faulty").Run(context.Background())
 	if !errors.Is(err, lab.ErrTransport) {
 		t.Errorf("Run error = %v, want ErrTransport", err)
 	}
@@ -112,5 +117,30 @@ func TestSaleAuditsTheDatabase(t *testing.T) {
 		row.RemainingDB != 90 || row.StockDrift != 0 || row.Oversold != 0 || row.Undersold != 10 ||
 		row.RemainingRedis != nil || row.CeilingRPS <= 0 {
 		t.Errorf("row %+v", row)
+	}
+}
+
+// TestCeilingIsClosedLoopUnderARate: the sale runs at the scheduled rate,
+// the /healthz ceiling as fast as the servers go; measured at the rate it
+// would only echo it.
+func TestCeilingIsClosedLoopUnderARate(t *testing.T) {
+	sale := faultySale(t, "faulty")
+	sale.Rate = 30
+	row, err := sale.Run(context.Background())
+	if !errors.Is(err, lab.ErrTransport) { // the shop drops connections
+		t.Fatalf("Run error = %v, want ErrTransport", err)
+	}
+	if row.RPS > 2*sale.Rate || row.CeilingRPS < 5*sale.Rate {
+		t.Fatalf("sale %.1f rps, ceiling %.1f rps; want the sale near %g/s and the ceiling far above", row.RPS, row.CeilingRPS, sale.Rate)
+	}
+}
+
+// TestAsyncVoucherMissingFromRedisIsASetupError: an async sale whose
+// voucher the audit cannot find in Redis (another --redis-prefix) is not
+// audited from MySQL alone, where its unpersisted orders would look lost.
+func TestAsyncVoucherMissingFromRedisIsASetupError(t *testing.T) {
+	_, err := faultySale(t, "async").Run(context.Background())
+	if !errors.Is(err, lab.ErrSetup) || !strings.Contains(err.Error(), "--redis-prefix") {
+		t.Fatalf("Run error = %v, want ErrSetup naming --redis-prefix", err)
 	}
 }

@@ -50,7 +50,7 @@ func (r *Row) problems() []string {
 		p = append(p, fmt.Sprintf("undersold %d (units left while buyers without an order were turned away)", r.Undersold))
 	}
 	if r.Errors > 0 {
-		p = append(p, fmt.Sprintf("%d of %d requests got no answer", r.Errors, r.Requests))
+		p = append(p, fmt.Sprintf("%d of %d requests got no usable answer", r.Errors, r.Requests))
 	}
 	return p
 }

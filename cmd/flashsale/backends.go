@@ -33,6 +33,14 @@ func (f *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.db, "db", "", "database URL (mysql://user:pass@host:port/name, the database must exist; or sqlite:///path.db); empty: an embedded SQLite file, for trying things out")
 }
 
+// validate checks the flags that need no connection.
+func (f *backendFlags) validate() error {
+	if strings.ContainsAny(f.redisPrefix, "{}") {
+		return errors.New("--redis-prefix must hold no braces: they would change the keys' Redis Cluster hash tags")
+	}
+	return nil
+}
+
 // backends are the open connections every command shares.
 type backends struct {
 	redis rueidis.Client
@@ -50,8 +58,8 @@ type backends struct {
 // the ID generator, whose high-water mark comes from the orders table.
 // Missing URLs start embedded backends and say so in the log.
 func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *backends, err error) {
-	if strings.ContainsAny(f.redisPrefix, "{}") {
-		return nil, errors.New("--redis-prefix must hold no braces: they would change the keys' Redis Cluster hash tags")
+	if err := f.validate(); err != nil {
+		return nil, err
 	}
 	b := &backends{redisURL: f.redis, dbURL: f.db, prefix: cmp.Or(f.redisPrefix, async.DefaultPrefix)}
 	defer func() {

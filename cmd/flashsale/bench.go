@@ -51,7 +51,7 @@ type benchConfig struct {
 func (c *benchConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.strategies, "strategy", strings.Join(strategies(), ","), "comma-separated strategies to run, one row each (with --target: the one label of the servers' strategy)")
 	fs.IntVar(&c.instances, "instances", 1, "service instances per strategy, sharing Redis and the database; load goes round robin across them")
-	fs.StringVar(&c.targets, "target", "", "comma-separated base URLs of running servers to load instead of starting instances (needs --jwt-secret, --admin-token, --redis and --db of those servers)")
+	fs.StringVar(&c.targets, "target", "", "comma-separated base URLs of running servers to load instead of starting instances (needs --jwt-secret, --admin-token, --redis, --db and --redis-prefix of those servers)")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "with --target: the servers' JWT secret, to mint buyer tokens")
 	fs.StringVar(&c.adminToken, "admin-token", "", "with --target: the servers' admin token, to create vouchers")
 	fs.IntVar(&c.stock, "stock", 200, "stock of each run's fresh voucher (200 of 1000 buyers: enough that optimistic's undersell shows on SQLite too)")
@@ -112,6 +112,9 @@ func (c *benchConfig) validate() error {
 	case c.raceWindow < 0 || c.rateUser < 0 || c.rateIP < 0:
 		return errors.New("--race-window and the rate limits must not be negative")
 	}
+	if err := c.backends.validate(); err != nil {
+		return err
+	}
 	if c.targets != "" {
 		switch {
 		case len(names) != 1:
@@ -119,7 +122,7 @@ func (c *benchConfig) validate() error {
 		case c.jwtSecret == "" || c.adminToken == "":
 			return errors.New("with --target, --jwt-secret and --admin-token of those servers are required")
 		case c.backends.Embedded():
-			return errors.New("with --target, --redis and --db of those servers are required: the audit reads them")
+			return errors.New("with --target, --redis and --db (and --redis-prefix, if not the default) of those servers are required: the audit reads them")
 		}
 		return nil
 	}
@@ -145,8 +148,8 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 		LongHelp: "Starts --instances servers per strategy (child processes when --redis and a MySQL --db are both given, " +
 			"otherwise in this process, sharing its embedded backends) or loads running ones (--target), creates a fresh " +
 			"voucher, sends --requests order attempts of --users buyers (some double clicks), audits MySQL and Redis " +
-			"(oversold, duplicate buyers, lost orders, undersold stock, stock drift), measures the same load on " +
-			"GET /healthz as the ceiling, and prints one row per strategy. Exits non-zero when requests got no answer " +
+			"(oversold, duplicate buyers, lost orders, undersold stock, stock drift), measures the same requests on " +
+			"GET /healthz, closed loop, as the ceiling, and prints one row per strategy. Exits non-zero when requests got no usable answer " +
 			"or a run could not be completed; a strategy that oversells is what the table is for, not a failure.",
 		FlagSet: fs,
 		Options: envOptions(),
