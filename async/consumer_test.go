@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/store"
+	"github.com/redis/rueidis"
 )
 
 func TestStockShortOrdersAreDeadLettered(t *testing.T) {
@@ -163,6 +165,45 @@ func TestOverDeliveredEntriesAreTriedAloneThenDeadLettered(t *testing.T) {
 	if n, err := e.do(e.client.B().Hlen().Key(vk.tries).Build()).AsInt64(); err != nil || n != 0 {
 		t.Errorf("%d attempt counts left behind, %v; want none", n, err)
 	}
+}
+
+// TestStoppedAttemptOnItsOwnDoesNotCount: an over-delivered entry tried
+// on its own while MySQL is unreachable, and a consumer stopped in the
+// middle of it, does not count an attempt against the entry: only an
+// attempt its process died in does.
+func TestStoppedAttemptOnItsOwnDoesNotCount(t *testing.T) {
+	e := newEnv(t)
+	v := e.voucher(10)
+	e.buy(v.ID, 1)
+	held := e.deliver(v.ID, "died", 1)
+	vk := e.svc.keys.voucher(v.ID)
+	e.do(e.client.B().Xclaim().Key(vk.orders).Group(DefaultGroup).Consumer("died").MinIdleTime("0").
+		Id(held[0].ID).Retrycount(10).Build())
+	down, err := store.Open(context.Background(), e.url) // closed at once: every write fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close()
+	stop := e.run(NewConsumer(e.client, down, e.consumerConfig()))
+	e.waitFor("the attempt on its own", 10*time.Second, func() (bool, error) {
+		n, err := e.do(e.client.B().Hget().Key(vk.tries).Field(held[0].ID).Build()).AsInt64()
+		return n == 1, ignoreNil(err)
+	})
+	stop()
+	n, err := e.do(e.client.B().Hget().Key(vk.tries).Field(held[0].ID).Build()).AsInt64()
+	if ignoreNil(err) != nil || n != 0 {
+		t.Fatalf("attempts counted after a stop: %d, %v; want 0", n, err)
+	}
+	if dead := e.deadLetters(v.ID); len(dead) != 0 {
+		t.Fatalf("dead letters %v; want none", dead)
+	}
+}
+
+func ignoreNil(err error) error {
+	if rueidis.IsRedisNil(err) {
+		return nil
+	}
+	return err
 }
 
 func TestConsumerFinishesItsOwnPendingEntriesFirst(t *testing.T) {

@@ -97,6 +97,11 @@ func (w *worker) persistAlone(ctx context.Context, it item) error {
 		}
 	}
 	if err != nil {
+		// A stop or an outage is not a death: only attempts that never
+		// return (the process died in them) may count against the entry.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = w.c.client.Do(dctx, w.c.client.B().Hincrby().Key(w.keys.tries).Field(it.entry).Increment(-1).Build()).Error()
 		return err
 	}
 	// Settled: acknowledged or dead-lettered. A count left behind by a
