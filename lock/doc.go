@@ -44,7 +44,12 @@
 // holder first confirms and extends the turn in Redis (one script, which
 // finds out if it was lost). A holder whose turn was lost sees Lost closed
 // and Context cancelled, gets ErrNotHeld from Unlock, and never hands the
-// lock on: its Client's next waiter has to get the lock from Redis.
+// lock on: its Client's next waiter has to get the lock from Redis. The
+// same rule applies to a waiter that learns of a pushed grant late (a
+// long wait, a delayed push): with less than a third of the handoff lease
+// known to be left, Lock confirms the grant in Redis, setting the lock's
+// own lease, before it returns; if the grant ran out meanwhile, the waiter
+// queues again.
 //
 // Each acquisition also gets a fencing token (Lock.Fence) that strictly
 // increases per lock name, in the order the lock is held, across local

@@ -128,3 +128,61 @@ func TestFailedReleaseReportsLossWhenTheLeaseEnds(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestLateGrantIsConfirmedBeforeLockReturns(t *testing.T) {
+	rc, prefix := testenv.Redis(t)
+	p := testenv.StartProxy(t)
+	// Client a learns of grants only by push: its fallback check is far off.
+	// b's releases hand the lock on with a 10ms lease.
+	a := New(p.Client(t), WithPrefix(prefix), WithFallback(time.Minute, time.Minute))
+	t.Cleanup(func() { a.Close() })
+	b := New(rc, WithPrefix(prefix), WithHandoffLease(10*time.Millisecond))
+	t.Cleanup(func() { b.Close() })
+
+	first := mustLock(t, timeout(t, 5*time.Second), b.Mutex("a"))
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := a.Mutex("a").Lock(timeout(t, 20*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for queued(t, rc, first.m) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a's waiter was not queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// The release hands the lock to a's waiter with a 10ms lease, and the
+	// push that tells it so is held up until long after that lease.
+	p.FreezeReplies()
+	mustUnlock(t, first)
+	time.Sleep(100 * time.Millisecond)
+	second, err := b.Mutex("a").TryLock(context.Background())
+	if err != nil {
+		t.Fatalf("TryLock after the handoff lease ran out: %v", err)
+	}
+	p.Thaw()
+
+	select {
+	case l := <-got:
+		t.Fatalf("a's Lock returned fence %d on a stale push while fence %d holds the lock", l.Fence(), second.Fence())
+	case <-time.After(500 * time.Millisecond):
+	}
+	mustUnlock(t, second)
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		if l.Fence() <= second.Fence() {
+			t.Errorf("fence %d after %d", l.Fence(), second.Fence())
+		}
+		mustUnlock(t, l)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's Lock did not return after the lock was free again")
+	}
+}

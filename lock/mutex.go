@@ -121,7 +121,15 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 			if g.lock != nil {
 				return g.lock, nil
 			}
-			return m.take(ctx, w, w.token, g), nil
+			if !g.pushed || g.fresh(time.Now()) || m.confirm(ctx, w.token, &g) {
+				return m.take(ctx, w, w.token, g), nil
+			}
+			// The late grant's lease ran out, or Redis did not say: the
+			// check below finds out, and queues w again if need be.
+			if err := ctx.Err(); err != nil {
+				m.leave(ctx, w)
+				return nil, err
+			}
 		case <-w.recheck:
 		case <-t.C:
 		case <-ctx.Done():
@@ -144,6 +152,21 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 		// On an error keep waiting: the next check may get through, and
 		// ctx bounds the wait.
 	}
+}
+
+// confirm makes sure, with one round trip, that the lock pushed to token
+// by g is still token's, and sets the mutex's lease on it: a grant learned
+// of late (its push or its reader delayed beyond most of the handoff
+// lease) may have expired, and the lock moved on. On success g's lease
+// estimate is replaced by the one just set.
+func (m *Mutex) confirm(ctx context.Context, token string, g *grant) bool {
+	sent := time.Now()
+	n, err := extendScript.Exec(detach(ctx), m.client.rc, m.keyList[:1], []string{token, m.leaseArg}).AsInt64()
+	if err != nil || n != 1 {
+		return false
+	}
+	g.sent, g.ttl, g.pushed = sent, m.cfg.lease, false
+	return true
 }
 
 // leave takes a waiter that gives up out of its line and, if it was queued
