@@ -140,13 +140,14 @@ func TestLateGrantIsConfirmedBeforeLockReturns(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 
 	first := mustLock(t, timeout(t, 5*time.Second), b.Mutex("a"))
-	got := make(chan *Lock, 1)
+	type result struct {
+		l   *Lock
+		err error
+	}
+	got := make(chan result, 1)
 	go func() {
 		l, err := a.Mutex("a").Lock(timeout(t, 20*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
+		got <- result{l, err}
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for queued(t, rc, first.m) == 0 {
@@ -168,20 +169,20 @@ func TestLateGrantIsConfirmedBeforeLockReturns(t *testing.T) {
 	p.Thaw()
 
 	select {
-	case l := <-got:
-		t.Fatalf("a's Lock returned fence %d on a stale push while fence %d holds the lock", l.Fence(), second.Fence())
+	case r := <-got:
+		t.Fatalf("a's Lock returned (%v) on a stale push while fence %d holds the lock", r.err, second.Fence())
 	case <-time.After(500 * time.Millisecond):
 	}
 	mustUnlock(t, second)
 	select {
-	case l := <-got:
-		if l == nil {
-			t.FailNow()
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("a's Lock: %v", r.err)
 		}
-		if l.Fence() <= second.Fence() {
-			t.Errorf("fence %d after %d", l.Fence(), second.Fence())
+		if r.l.Fence() <= second.Fence() {
+			t.Errorf("fence %d after %d", r.l.Fence(), second.Fence())
 		}
-		mustUnlock(t, l)
+		mustUnlock(t, r.l)
 	case <-time.After(5 * time.Second):
 		t.Fatal("a's Lock did not return after the lock was free again")
 	}

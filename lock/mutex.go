@@ -121,7 +121,7 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 			if g.lock != nil {
 				return g.lock, nil
 			}
-			if !g.pushed || g.fresh(time.Now()) || m.confirm(ctx, w.token, &g) {
+			if !g.pushed || leaseLeft(time.Now(), g.sent.Add(g.ttl), g.ttl) || m.confirm(ctx, w.token, &g) {
 				return m.take(ctx, w, w.token, g), nil
 			}
 			// The late grant's lease ran out, or Redis did not say: the

@@ -97,12 +97,6 @@ type grant struct {
 	cont   *budget // the turn this grant continues (a release with keep), if any
 }
 
-// fresh reports whether g's lease is known to last for at least a third
-// of its length more, the margin turn.validLocked asks of a local handoff.
-func (g grant) fresh(now time.Time) bool {
-	return now.Before(g.sent.Add(g.ttl - g.ttl/3))
-}
-
 // budget is what is left of a turn: the local handoffs it may still make,
 // and until when.
 type budget struct {

@@ -97,7 +97,13 @@ func (t *turn) over(now time.Time) bool {
 // whose renewals work always is. A lease that is not is confirmed in Redis
 // (renew) before the lock is handed on.
 func (t *turn) validLocked(now time.Time) bool {
-	return now.Before(t.leaseEnd.Add(-t.ttl / 3))
+	return leaseLeft(now, t.leaseEnd, t.ttl)
+}
+
+// leaseLeft reports whether a lease of length ttl, known to last until at
+// least end, has at least a third of its length left at now.
+func leaseLeft(now, end time.Time, ttl time.Duration) bool {
+	return now.Before(end.Add(-ttl / 3))
 }
 
 // scheduleLocked arms the timer for the renewal due a third of the way
