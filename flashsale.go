@@ -47,8 +47,8 @@ func (v *Voucher) Validate() error {
 		return Errorf(EInvalid, "begin_time and end_time are required")
 	case !inTimeRange(v.BeginTime) || !inTimeRange(v.EndTime):
 		return Errorf(EInvalid, "begin_time and end_time must be in the years 1000 to 9999 (UTC)")
-	case !v.EndTime.After(v.BeginTime):
-		return Errorf(EInvalid, "end_time must be after begin_time")
+	case !v.EndTime.Truncate(TimePrecision).After(v.BeginTime.Truncate(TimePrecision)):
+		return Errorf(EInvalid, "end_time must be after begin_time (to the microsecond)")
 	}
 	return nil
 }
@@ -60,6 +60,11 @@ func inTimeRange(t time.Time) bool {
 	y := t.UTC().Year()
 	return y >= 1000 && y <= 9999
 }
+
+// TimePrecision is how precisely vouchers' times are kept: finer parts
+// are dropped when a voucher is stored, so a sale window must be at least
+// this long once they are.
+const TimePrecision = time.Microsecond
 
 // MaxStock bounds a voucher's stock; it keeps counts well inside 32 bits.
 const MaxStock = 100_000_000

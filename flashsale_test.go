@@ -27,6 +27,10 @@ func TestVoucherValidate(t *testing.T) {
 		{"no begin", func(v *flashsale.Voucher) { v.BeginTime = time.Time{} }, flashsale.EInvalid},
 		{"end before begin", func(v *flashsale.Voucher) { v.EndTime = begin.Add(-time.Second) }, flashsale.EInvalid},
 		{"end equals begin", func(v *flashsale.Voucher) { v.EndTime = begin }, flashsale.EInvalid},
+		{"window under a microsecond", func(v *flashsale.Voucher) {
+			v.BeginTime, v.EndTime = begin.Add(100*time.Nanosecond), begin.Add(900*time.Nanosecond)
+		}, flashsale.EInvalid},
+		{"window of one microsecond", func(v *flashsale.Voucher) { v.EndTime = begin.Add(time.Microsecond) }, ""},
 		{"end past year 9999 in UTC", func(v *flashsale.Voucher) {
 			v.EndTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("-01:00", -3600))
 		}, flashsale.EInvalid},

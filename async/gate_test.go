@@ -166,6 +166,21 @@ func TestWindowIsDecidedByRedisTime(t *testing.T) {
 	}
 }
 
+// TestNotStartedRetryAfterIsTheStart: while an instance remembers that a
+// sale has not started, its refusals still tell clients to come back when
+// the sale starts, not when the remembered verdict runs out.
+func TestNotStartedRetryAfterIsTheStart(t *testing.T) {
+	e := newEnv(t)
+	now := redisTime(t, e.client)
+	v := e.voucher(10, now.Add(time.Hour), now.Add(2*time.Hour))
+	for i, user := range []int64{1, 2, 3} { // the first asks Redis, the others hit the verdict
+		_, err := e.svc.PlaceOrder(context.Background(), v.ID, user)
+		if code(err) != flashsale.ENotStarted || flashsale.RetryAfter(err) < 59*time.Minute || flashsale.RetryAfter(err) > time.Hour {
+			t.Fatalf("order %d an hour before the sale = %v (retry after %v); want ENotStarted, retry after about an hour", i+1, err, flashsale.RetryAfter(err))
+		}
+	}
+}
+
 func TestSoldOutIsRememberedBriefly(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

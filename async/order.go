@@ -81,7 +81,7 @@ func (s *Service) decide(ctx context.Context, l *local, voucherID, userID, order
 		left, _ := res[1].AsInt64()
 		entry, _ := res[2].ToString()
 		if left == 0 {
-			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL)
+			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
 		}
 		o := &flashsale.Order{ID: orderID, VoucherID: voucherID, UserID: userID, Status: flashsale.StatusPending, CreatedAt: entryTime(entry)}
 		s.writePointer(ctx, o)
@@ -91,13 +91,13 @@ func (s *Service) decide(ctx context.Context, l *local, voucherID, userID, order
 	case gateNotStarted:
 		wait, _ := res[1].AsInt64()
 		start := time.Duration(wait) * time.Microsecond
-		l.remember(flashsale.ENotStarted, min(start, s.cfg.VerdictTTL))
+		l.remember(flashsale.ENotStarted, min(start, s.cfg.VerdictTTL), start)
 		return nil, refusal(flashsale.ENotStarted, start)
 	case gateEnded:
-		l.remember(flashsale.EEnded, s.cfg.VerdictTTL)
+		l.remember(flashsale.EEnded, s.cfg.VerdictTTL, 0)
 		return nil, refusal(flashsale.EEnded, 0)
 	case gateSoldOut:
-		l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL)
+		l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
 		return nil, refusal(flashsale.ESoldOut, 0)
 	case gateDuplicate:
 		prev, _ := res[1].ToString()

@@ -87,6 +87,7 @@ type local struct {
 type verdict struct {
 	code  string
 	until time.Time
+	start time.Time // ENotStarted: when the sale starts, by this instance's clock
 }
 
 // newLocal returns the local state of a voucher.
@@ -95,9 +96,11 @@ func (k keyspace) newLocal(voucherID int64) *local {
 	return &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}}
 }
 
-// remember makes the instance refuse orders with code for ttl.
-func (l *local) remember(code string, ttl time.Duration) {
-	l.verdict.Store(&verdict{code: code, until: time.Now().Add(ttl)})
+// remember makes the instance refuse orders with code for ttl; for
+// ENotStarted, startsIn is how long until the sale starts.
+func (l *local) remember(code string, ttl, startsIn time.Duration) {
+	now := time.Now()
+	l.verdict.Store(&verdict{code: code, until: now.Add(ttl), start: now.Add(startsIn)})
 }
 
 // refusal returns the remembered refusal, or nil when there is none.
@@ -106,11 +109,11 @@ func (l *local) refusal() error {
 	if v == nil {
 		return nil
 	}
-	left := time.Until(v.until)
-	if left <= 0 {
+	now := time.Now()
+	if !now.Before(v.until) {
 		return nil
 	}
-	return refusal(v.code, left)
+	return refusal(v.code, v.start.Sub(now))
 }
 
 // refusal returns the error for a refusal the gate answered, or the

@@ -245,19 +245,24 @@ func TestCreateVoucherRejectsBadInput(t *testing.T) {
 	}{
 		{"empty body", "", "empty"},
 		{"malformed", `{"title":`, "not valid JSON"},
-		{"not an object", `[1,2]`, "must be a JSON"},
+		{"an array", `[1,2]`, "the body must be a JSON object, not a JSON array"},
+		{"a string", `"x"`, "the body must be a JSON object, not a JSON string"},
+		{"begin as number", `{"title":"x","stock":1,"begin_time":5,"end_time":"2026-01-02T00:00:00Z"}`, `"begin_time" must be a JSON string`},
+		{"title as number", `{"title":5,"stock":1,"begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, `"title" must be a JSON string`},
 		{"unknown field", `{"title":"x","stock":1,"begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z","user_id":5}`, "unknown field"},
 		{"trailing data", good + `{}`, "single JSON object"},
 		{"negative stock", voucherJSON("x", -1, now, now.Add(time.Hour)), "stock"},
 		{"zero stock", voucherJSON("x", 0, now, now.Add(time.Hour)), "stock"},
 		{"stock as string", `{"title":"x","stock":"5","begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, `"stock" must be a JSON number`},
 		{"end before begin", voucherJSON("x", 1, now, now.Add(-time.Hour)), "end_time must be after begin_time"},
-		{"bad time", `{"title":"x","stock":1,"begin_time":"yesterday","end_time":"2026-01-02T00:00:00Z"}`, "RFC 3339"},
+		{"bad time", `{"title":"x","stock":1,"begin_time":"yesterday","end_time":"2026-01-02T00:00:00Z"}`, `"begin_time" must be an RFC 3339 time`},
 		{"end in year 10000 in UTC", `{"title":"x","stock":1,"begin_time":"2026-01-01T00:00:00Z","end_time":"9999-12-31T23:59:59-01:00"}`, "years 1000 to 9999"},
 		{"missing title", `{"stock":1,"begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, `"title" is required`},
 		{"missing end", `{"title":"x","stock":1,"begin_time":"2026-01-01T00:00:00Z"}`, `"end_time" is required`},
 		{"empty title", voucherJSON("", 1, now, now.Add(time.Hour)), "title"},
 		{"oversized", `{"title":"` + strings.Repeat("x", 70<<10) + `"}`, "larger than"},
+		{"oversized by trailing space", good + strings.Repeat(" ", 70<<10), "larger than"},
+		{"window under a microsecond", `{"title":"x","stock":1,"begin_time":"2026-01-01T00:00:00.0000001Z","end_time":"2026-01-01T00:00:00.0000009Z"}`, "end_time must be after begin_time"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

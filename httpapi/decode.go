@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/flashsale/flashsale"
 )
@@ -25,6 +24,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return decodeError(err)
 	}
 	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return decodeError(err)
+		}
 		return flashsale.Errorf(flashsale.EInvalid, "the body must hold a single JSON object")
 	}
 	return nil
@@ -33,10 +35,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 // decodeError turns encoding/json's errors into messages for the client.
 func decodeError(err error) error {
 	var (
-		syntax  *json.SyntaxError
-		typ     *json.UnmarshalTypeError
-		tooBig  *http.MaxBytesError
-		timeErr *time.ParseError
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+		tooBig *http.MaxBytesError
 	)
 	switch {
 	case errors.Is(err, io.EOF):
@@ -45,10 +46,10 @@ func decodeError(err error) error {
 		return flashsale.Errorf(flashsale.EInvalid, "the body is larger than %d bytes", tooBig.Limit)
 	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
 		return flashsale.Errorf(flashsale.EInvalid, "the body is not valid JSON")
+	case errors.As(err, &typ) && typ.Field == "":
+		return flashsale.Errorf(flashsale.EInvalid, "the body must be a JSON object, not a JSON %s", typ.Value)
 	case errors.As(err, &typ):
 		return flashsale.Errorf(flashsale.EInvalid, "field %q must be a JSON %s", typ.Field, jsonKind(typ.Type.Kind().String()))
-	case errors.As(err, &timeErr):
-		return flashsale.Errorf(flashsale.EInvalid, "times must be RFC 3339, like 2026-11-21T10:00:00Z")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return flashsale.Errorf(flashsale.EInvalid, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	default:
@@ -56,15 +57,12 @@ func decodeError(err error) error {
 	}
 }
 
+// jsonKind names the JSON value a field of Go kind goKind takes.
 func jsonKind(goKind string) string {
-	switch {
-	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
+	if strings.HasPrefix(goKind, "int") || strings.HasPrefix(goKind, "uint") || strings.HasPrefix(goKind, "float") {
 		return "number"
-	case goKind == "struct":
-		return "string in RFC 3339 form"
-	default:
-		return goKind
 	}
+	return goKind
 }
 
 // pathID parses the {name} path value as a positive decimal 64-bit id.

@@ -13,12 +13,12 @@ func formatID(id int64) string { return strconv.FormatInt(id, 10) }
 // createVoucherRequest is the body of POST /api/vouchers. Pointers tell a
 // missing field from a zero one.
 type createVoucherRequest struct {
-	Title       *string    `json:"title"`
-	Stock       *int       `json:"stock"`
-	BeginTime   *time.Time `json:"begin_time"`
-	EndTime     *time.Time `json:"end_time"`
-	PayValue    int64      `json:"pay_value"`
-	ActualValue int64      `json:"actual_value"`
+	Title       *string `json:"title"`
+	Stock       *int    `json:"stock"`
+	BeginTime   *string `json:"begin_time"` // RFC 3339
+	EndTime     *string `json:"end_time"`
+	PayValue    int64   `json:"pay_value"`
+	ActualValue int64   `json:"actual_value"`
 }
 
 func (req *createVoucherRequest) voucher() (*flashsale.Voucher, error) {
@@ -32,15 +32,32 @@ func (req *createVoucherRequest) voucher() (*flashsale.Voucher, error) {
 	case req.EndTime == nil:
 		return nil, flashsale.Errorf(flashsale.EInvalid, `field "end_time" is required`)
 	}
+	begin, err := parseTime("begin_time", *req.BeginTime)
+	if err != nil {
+		return nil, err
+	}
+	end, err := parseTime("end_time", *req.EndTime)
+	if err != nil {
+		return nil, err
+	}
 	v := &flashsale.Voucher{
 		Title:       *req.Title,
 		Stock:       *req.Stock,
 		PayValue:    req.PayValue,
 		ActualValue: req.ActualValue,
-		BeginTime:   req.BeginTime.UTC(),
-		EndTime:     req.EndTime.UTC(),
+		BeginTime:   begin,
+		EndTime:     end,
 	}
 	return v, v.Validate()
+}
+
+// parseTime parses the RFC 3339 time s of the named field, in UTC.
+func parseTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, flashsale.Errorf(flashsale.EInvalid, "field %q must be an RFC 3339 time, like 2026-11-21T10:00:00Z", field)
+	}
+	return t.UTC(), nil
 }
 
 func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -41,8 +42,9 @@ type Server struct {
 	Limiter  Limiter
 	UserRate float64
 	IPRate   float64
-	// TrustProxy takes the client IP from the last X-Forwarded-For entry,
-	// as set by a reverse proxy in front of the service.
+	// TrustProxy takes the client IP from the last X-Forwarded-For entry
+	// (of the last header line), as set by a reverse proxy in front of the
+	// service. The per-IP limit counts IPv6 clients by their /64.
 	TrustProxy bool
 	Ready      ReadyFunc
 	Logger     *slog.Logger
@@ -193,16 +195,35 @@ func (s *Server) limit(r *http.Request, userID int64) error {
 	return nil
 }
 
+// clientIP returns the key the per-IP rate limit counts a request under:
+// the client's IPv4 address, or the /64 of its IPv6 address, since one
+// IPv6 client usually holds a whole /64 and could otherwise rotate through
+// it for a fresh budget per address.
 func (s *Server) clientIP(r *http.Request) string {
+	addr := ""
 	if s.TrustProxy {
-		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
-			parts := strings.Split(xff, ",")
-			return strings.TrimSpace(parts[len(parts)-1])
+		// The last entry of the last header line is what the proxy in
+		// front of us added; entries before it come from the client, and
+		// some proxies add a line of their own rather than extend the
+		// client's, so only the last line can be trusted.
+		if lines := r.Header.Values("X-Forwarded-For"); len(lines) > 0 {
+			last := lines[len(lines)-1]
+			addr = strings.TrimSpace(last[strings.LastIndexByte(last, ',')+1:])
 		}
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+	if addr == "" {
+		addr = r.RemoteAddr
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			addr = host
+		}
 	}
-	return host
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		return netip.PrefixFrom(ip.WithZone(""), 64).Masked().String()
+	}
+	return ip.String()
 }

@@ -102,7 +102,7 @@ func dbTime(t time.Time) string {
 // storedTime returns t as it reads back from the store: UTC, truncated to
 // microseconds.
 func storedTime(t time.Time) time.Time {
-	return t.UTC().Truncate(time.Microsecond)
+	return t.UTC().Truncate(flashsale.TimePrecision)
 }
 
 // now returns the current time as the store keeps it.

@@ -2,6 +2,7 @@ package strategy_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/flashsale/flashsale/lock"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/strategy"
+	"github.com/redis/rueidis"
 )
 
 type fixture struct {
@@ -219,5 +221,38 @@ func TestNewRejectsUnknownStrategy(t *testing.T) {
 	}
 	if _, err := strategy.New("lock", strategy.Config{DB: f.db, IDs: f.ids}); err == nil {
 		t.Fatal("lock strategy without a lock client accepted")
+	}
+}
+
+// TestLockStrategyWithRedisDownIsUnavailable: when the lock's Redis cannot
+// be reached the lock strategy refuses the order as unavailable, with a
+// Retry-After, like the ID generator and the rate limiter do, and writes
+// nothing.
+func TestLockStrategyWithRedisDownIsUnavailable(t *testing.T) {
+	f := newFixture(t)
+	vid := f.voucher(t, 5)
+	down, err := rueidis.NewClient(testenv.RedisOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close()
+	locks := lock.New(down, lock.WithPrefix("unused:"))
+	t.Cleanup(func() { locks.Close() })
+	s, err := strategy.New("lock", strategy.Config{DB: f.db, IDs: f.ids, Locks: locks})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = s.PlaceOrder(context.Background(), vid, 1)
+	fe, ok := errors.AsType[*flashsale.Error](err)
+	if !ok || fe.Code != flashsale.EUnavailable || fe.RetryAfter <= 0 {
+		t.Fatalf("PlaceOrder with the lock's Redis down: %v; want an unavailable error with a Retry-After", err)
+	}
+	a, err := f.db.AuditVoucher(context.Background(), vid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Orders != 0 || a.Remaining != 5 {
+		t.Fatalf("after the refusal: %d orders, %d remaining; want 0 and 5", a.Orders, a.Remaining)
 	}
 }
