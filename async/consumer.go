@@ -47,8 +47,9 @@ type ConsumerConfig struct {
 	// It must be well above the time a batch takes; a consumer keeps the
 	// entries it is retrying its own by touching them every ClaimIdle/3.
 	ClaimIdle time.Duration
-	// MaxDeliveries: an entry taken over from other consumers after more
-	// than this many deliveries in all is persisted on its own rather than
+	// MaxDeliveries: an entry taken over from other consumers, or left to
+	// this Name by an earlier process, after more than this many
+	// deliveries in all is persisted on its own rather than
 	// in a batch, and dead-lettered if that fails for good, or untried once
 	// more than this many attempts on its own died (default 5).
 	MaxDeliveries int64

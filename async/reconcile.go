@@ -14,8 +14,9 @@ import (
 // DiffKind names a kind of difference between Redis and MySQL.
 type DiffKind string
 
-// The differences Reconciler reports. Only lost_order, dead_letter and
-// order_mismatch are repaired with fix; the others need a person.
+// The differences Reconciler reports. Only lost_order, dead_letter,
+// order_mismatch and unregistered are repaired with fix; the others need
+// a person.
 const (
 	// DiffNotLoaded: the voucher is in MySQL but not in Redis. Not
 	// repaired: the service reloads a voucher when it is first ordered,
@@ -45,6 +46,11 @@ const (
 	// recorded for the buyer. Repaired by recording MySQL's order in Redis:
 	// the unit is held either way, and lookups then find the real order.
 	DiffOrderMismatch DiffKind = "order_mismatch"
+	// DiffUnregistered: orders wait in the voucher's stream, but the
+	// voucher is not in the registry that consumers start their workers
+	// from, so nobody reads them (a re-queue or a retirement cut short
+	// between its two steps). Repaired by registering the voucher again.
+	DiffUnregistered DiffKind = "unregistered"
 	// DiffUnknownOrder: MySQL has an order whose user is not a buyer in
 	// Redis. Not repaired: making the user a buyer would change the stock
 	// accounting that the gate runs on; reload the voucher (delete its
@@ -88,7 +94,8 @@ type ReconcilerConfig struct {
 // Reconciler compares, per voucher, what Redis accepted (buyers, stock,
 // orders waiting in the stream, dead letters) with what MySQL holds
 // (orders, remaining stock), reports every difference as a Diff, and with
-// fix repairs the ones that are safe: it re-queues lost orders, gives back
+// fix repairs the ones that are safe: it re-queues lost orders, registers
+// a voucher whose waiting orders no consumer would read, gives back
 // the stock of dead-lettered ones (except those dead-lettered because
 // MySQL had no stock left for them), and points a buyer at the order MySQL
 // holds. Every repair is a script that checks the buyer still records the
@@ -199,6 +206,9 @@ func (r *Reconciler) Voucher(ctx context.Context, id int64, fix bool) (*Report, 
 	if err := r.compare(ctx, vk, rep, rs, mysql, fix); err != nil {
 		return rep, err
 	}
+	if err := r.checkRegistered(ctx, rep, len(rs.inFlight), fix); err != nil {
+		return rep, err
+	}
 	for _, d := range rep.Diffs {
 		r.log.Warn("async: reconcile: difference", "voucher", id, "kind", d.Kind, "user", d.UserID, "order", d.OrderID, "detail", d.Detail, "fixed", d.Fixed)
 	}
@@ -290,6 +300,27 @@ func (r *Reconciler) compare(ctx context.Context, vk voucherKeys, rep *Report, r
 			return err
 		}
 		rep.add(Diff{Kind: DiffUnknownOrder, UserID: user, OrderID: order, Detail: "in MySQL; the user is no buyer in Redis"})
+	}
+	return nil
+}
+
+// checkRegistered reports a voucher with waiting orders that is not in the
+// registry, and registers it with fix.
+func (r *Reconciler) checkRegistered(ctx context.Context, rep *Report, waiting int, fix bool) error {
+	if waiting == 0 {
+		return nil
+	}
+	id := itoa(rep.VoucherID)
+	ok, err := r.client.Do(ctx, r.client.B().Sismember().Key(r.keys.registry()).Member(id).Build()).AsBool()
+	if err != nil || ok {
+		return err
+	}
+	d := rep.add(Diff{Kind: DiffUnregistered, Detail: fmt.Sprintf("%d orders wait in the stream; the voucher is not in the registry, so no consumer reads them", waiting)})
+	if fix {
+		if err := r.client.Do(ctx, r.client.B().Sadd().Key(r.keys.registry()).Member(id).Build()).Error(); err != nil {
+			return err
+		}
+		d.Fixed = true
 	}
 	return nil
 }

@@ -145,3 +145,31 @@ func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileRegistersAVoucherWithUnreadOrders: orders waiting in the
+// stream of a voucher missing from the registry (a re-queue cut short
+// between its append and its registration) are a difference, repaired by
+// registering the voucher, after which a consumer persists them.
+func TestReconcileRegistersAVoucherWithUnreadOrders(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(10)
+	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	waiting := e.buy(v.ID, 1, 2)
+	e.do(e.client.B().Srem().Key(e.svc.keys.registry()).Member(itoa(v.ID)).Build())
+
+	rep, err := r.Voucher(ctx, v.ID, false)
+	if got, want := kinds(rep.Diffs), []string{"unregistered 0"}; err != nil || !slices.Equal(got, want) || rep.InFlight != 2 {
+		t.Fatalf("report = %v, in flight %d, %v; want %v, 2", got, rep.InFlight, err, want)
+	}
+	rep, err = r.Voucher(ctx, v.ID, true)
+	if got, want := kinds(rep.Diffs), []string{"unregistered 0 fixed"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("fix = %v, %v; want %v", got, err, want)
+	}
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, 2)
+	if rep, err := r.Voucher(ctx, v.ID, false); err != nil || len(rep.Diffs) != 0 {
+		t.Fatalf("after the repair and the drain: %v, %v; want no differences", kinds(rep.Diffs), err)
+	}
+	e.checkSold(v, waiting)
+}

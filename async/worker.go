@@ -2,6 +2,7 @@ package async
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -20,6 +21,7 @@ type worker struct {
 	nextClaim  time.Time // when to look for idle entries of other consumers
 	nextRetire time.Time // when to check whether the voucher is done
 	held       []item    // the entries handle is working through
+	drained    bool      // drainOwn has finished once in this worker's life
 }
 
 // run consumes until ctx is done, starting over after an error.
@@ -79,6 +81,13 @@ func (w *worker) consume(ctx context.Context) error {
 
 // drainOwn persists the entries delivered to this consumer's name and not
 // acknowledged: left by an earlier Run, or by a failure just now.
+//
+// The entries pending when a worker starts were delivered to an earlier
+// process under this name, which may have died on them (a consumer name
+// is kept across restarts): they go through the delivery count checks of
+// entries taken over from other consumers, so that an order that kills
+// every process reading it is isolated and the rest of its batch is
+// persisted. Re-read later, after an error, they did not kill this one.
 func (w *worker) drainOwn(ctx context.Context) error {
 	for {
 		cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.c.cfg.BatchSize)).
@@ -89,14 +98,48 @@ func (w *worker) drainOwn(ctx context.Context) error {
 		}
 		entries := res[w.keys.orders]
 		if len(entries) == 0 {
+			w.drained = true
 			return nil
 		}
-		// No delivery count check: this consumer is alive, so the entries
-		// did not kill it.
-		if err := w.handle(ctx, entries, nil); err != nil {
+		var deliveries []int64
+		if !w.drained {
+			if deliveries, err = w.deliveries(ctx, entries); err != nil {
+				return err
+			}
+		}
+		if err := w.handle(ctx, entries, deliveries); err != nil {
 			return err
 		}
 	}
+}
+
+// deliveries returns how many times each of entries, pending for this
+// consumer, has been delivered, in their order (0 for one no longer
+// pending for it).
+func (w *worker) deliveries(ctx context.Context, entries []rueidis.XRangeEntry) ([]int64, error) {
+	cmd := w.c.client.B().Xpending().Key(w.keys.orders).Group(w.c.cfg.Group).Start(entries[0].ID).
+		End(entries[len(entries)-1].ID).Count(int64(len(entries))).Consumer(w.c.cfg.Name).Build()
+	pending, err := w.c.client.Do(ctx, cmd).ToArray()
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]int64, len(pending))
+	for _, p := range pending {
+		f, err := p.ToArray()
+		if err != nil {
+			return nil, err
+		}
+		if len(f) < 4 {
+			return nil, fmt.Errorf("async: unexpected XPENDING entry %v", f)
+		}
+		id, _ := f[0].ToString()
+		byID[id], _ = f[3].AsInt64()
+	}
+	counts := make([]int64, len(entries))
+	for i, e := range entries {
+		counts[i] = byID[e.ID]
+	}
+	return counts, nil
 }
 
 // readNew reads and persists new entries, waiting up to Block for them,
