@@ -116,7 +116,8 @@ type VoucherService interface {
 type OrderService interface {
 	// PlaceOrder takes one order of voucherID for userID. It returns
 	// ENotFound, ENotStarted, EEnded, ESoldOut, EDuplicateOrder or EBusy
-	// when the order is refused.
+	// when the order is refused, and EUnavailable (with a RetryAfter) when
+	// a server it needs cannot be reached.
 	PlaceOrder(ctx context.Context, voucherID, userID int64) (*Order, error)
 	// FindOrder returns the order with the given id, or ENotFound.
 	FindOrder(ctx context.Context, id int64) (*Order, error)

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -76,15 +79,30 @@ func isUnknownDatabase(err error) bool {
 	return ok && me.Number == mysqlUnknownDatabase
 }
 
-// wrap prefixes err with the operation and, for a lost lock race, adds an
-// EBusy *flashsale.Error to the chain so the caller answers "busy, try
-// again" instead of an internal error. The driver error stays in the chain.
+// isUnreachable reports whether err says the database server could not be
+// reached, or the connection to it broke.
+func isUnreachable(err error) bool {
+	_, netErr := errors.AsType[*net.OpError](err)
+	return netErr || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)
+}
+
+// wrap prefixes err with the operation and adds a *flashsale.Error to the
+// chain so the caller answers "try again" instead of an internal error:
+// EBusy for a lost lock race, EUnavailable (with a Retry-After) when the
+// database cannot be reached. The driver error stays in the chain.
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := errors.AsType[*flashsale.Error](err); !ok && isBusy(err) {
+	if _, ok := errors.AsType[*flashsale.Error](err); ok {
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+	switch {
+	case isBusy(err):
 		return fmt.Errorf("store: %s: %w: %w", op, flashsale.Errorf(flashsale.EBusy, "the database is busy, try again"), err)
+	case isUnreachable(err):
+		unavailable := &flashsale.Error{Code: flashsale.EUnavailable, Message: "the database is unavailable; try again shortly", RetryAfter: time.Second}
+		return fmt.Errorf("store: %s: %w: %w", op, unavailable, err)
 	}
 	return fmt.Errorf("store: %s: %w", op, err)
 }
