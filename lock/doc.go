@@ -45,11 +45,12 @@
 // finds out if it was lost). A holder whose turn was lost sees Lost closed
 // and Context cancelled, gets ErrNotHeld from Unlock, and never hands the
 // lock on: its Client's next waiter has to get the lock from Redis. The
-// same rule applies to a waiter that learns of a pushed grant late (a
-// long wait, a delayed push): with less than a third of the handoff lease
-// known to be left, Lock confirms the grant in Redis, setting the lock's
-// own lease, before it returns; if the grant ran out meanwhile, the waiter
-// queues again.
+// same rule applies to every grant Lock and TryLock learn of from Redis,
+// by a push or by a script's reply: if it comes so late (a long wait, a
+// delayed push or reply) that less than a third of its lease is known to
+// be left, it is confirmed in Redis, with its fencing token, and given the
+// lock's own lease before Lock returns; if it ran out meanwhile, Lock
+// queues again (TryLock returns ErrNotObtained).
 //
 // Each acquisition also gets a fencing token (Lock.Fence) that strictly
 // increases per lock name, in the order the lock is held, across local

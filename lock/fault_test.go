@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/redis/rueidis"
 )
 
 // proxied returns a lock Client that reaches Redis through a proxy the
@@ -129,6 +130,68 @@ func TestFailedReleaseReportsLossWhenTheLeaseEnds(t *testing.T) {
 	}
 }
 
+// lockResult is what a Lock call in the background returned.
+type lockResult struct {
+	l   *Lock
+	err error
+}
+
+// queuedLock calls m.Lock in a goroutine and returns its outcome's
+// channel once the waiter is queued in Redis (seen through rc).
+func queuedLock(t *testing.T, rc rueidis.Client, m *Mutex) <-chan lockResult {
+	t.Helper()
+	got := make(chan lockResult, 1)
+	go func() {
+		l, err := m.Lock(timeout(t, 20*time.Second))
+		got <- lockResult{l, err}
+	}()
+	waitQueued(t, rc, m)
+	return got
+}
+
+// waitQueued waits until m's Redis queue has an entry.
+func waitQueued(t *testing.T, rc rueidis.Client, m *Mutex) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for queued(t, rc, m) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no waiter was queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// wantLockAfter asserts that the waiter behind got does not return while
+// holder holds the lock, and returns with a later fence once it unlocks.
+func wantLockAfter(t *testing.T, got <-chan lockResult, holder *Lock) {
+	t.Helper()
+	select {
+	case r := <-got:
+		t.Fatalf("the waiter's Lock returned (fence %d, %v) while fence %d holds the lock", fenceOf(r.l), r.err, holder.Fence())
+	case <-time.After(500 * time.Millisecond):
+	}
+	mustUnlock(t, holder)
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("the waiter's Lock: %v", r.err)
+		}
+		if r.l.Fence() <= holder.Fence() {
+			t.Errorf("the waiter got fence %d after %d", r.l.Fence(), holder.Fence())
+		}
+		mustUnlock(t, r.l)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter's Lock did not return after the lock was free again")
+	}
+}
+
+func fenceOf(l *Lock) int64 {
+	if l == nil {
+		return 0
+	}
+	return l.Fence()
+}
+
 func TestLateGrantIsConfirmedBeforeLockReturns(t *testing.T) {
 	rc, prefix := testenv.Redis(t)
 	p := testenv.StartProxy(t)
@@ -138,24 +201,8 @@ func TestLateGrantIsConfirmedBeforeLockReturns(t *testing.T) {
 	t.Cleanup(func() { a.Close() })
 	b := New(rc, WithPrefix(prefix), WithHandoffLease(10*time.Millisecond))
 	t.Cleanup(func() { b.Close() })
-
 	first := mustLock(t, timeout(t, 5*time.Second), b.Mutex("a"))
-	type result struct {
-		l   *Lock
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		l, err := a.Mutex("a").Lock(timeout(t, 20*time.Second))
-		got <- result{l, err}
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for queued(t, rc, first.m) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("a's waiter was not queued")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	got := queuedLock(t, rc, a.Mutex("a"))
 
 	// The release hands the lock to a's waiter with a 10ms lease, and the
 	// push that tells it so is held up until long after that lease.
@@ -167,23 +214,80 @@ func TestLateGrantIsConfirmedBeforeLockReturns(t *testing.T) {
 		t.Fatalf("TryLock after the handoff lease ran out: %v", err)
 	}
 	p.Thaw()
+	wantLockAfter(t, got, second)
+}
 
-	select {
-	case r := <-got:
-		t.Fatalf("a's Lock returned (%v) on a stale push while fence %d holds the lock", r.err, second.Fence())
-	case <-time.After(500 * time.Millisecond):
+// TestLateCheckReplyIsConfirmedBeforeLockReturns: a waiter's check finds
+// the lock handed to it, but its reply is held up past that handoff lease
+// while another client takes the lock: Lock must not return the grant.
+func TestLateCheckReplyIsConfirmedBeforeLockReturns(t *testing.T) {
+	rc, prefix := testenv.Redis(t)
+	p := testenv.StartProxy(t)
+	a := New(p.Client(t), WithPrefix(prefix), WithFallback(20*time.Millisecond, 20*time.Millisecond))
+	t.Cleanup(func() { a.Close() })
+	b := New(rc, WithPrefix(prefix), WithHandoffLease(150*time.Millisecond))
+	t.Cleanup(func() { b.Close() })
+	first := mustLock(t, timeout(t, 5*time.Second), b.Mutex("a"))
+	got := queuedLock(t, rc, a.Mutex("a"))
+
+	// The release hands the lock to a for 150ms; a's next check (within
+	// 20ms) runs in Redis and finds it, but its reply, like the push, is
+	// held up until after the 150ms.
+	p.FreezeReplies()
+	mustUnlock(t, first)
+	time.Sleep(400 * time.Millisecond)
+	second, err := b.Mutex("a").TryLock(context.Background())
+	if err != nil {
+		t.Fatalf("TryLock after the handoff lease ran out: %v", err)
 	}
-	mustUnlock(t, second)
+	p.Thaw()
+	wantLockAfter(t, got, second)
+}
+
+// TestStalePushAfterARegrantKeepsFencesInOrder: a waiter's push is held up
+// past its lease, another client holds the lock, and Redis grants the lock
+// to the same waiter again. When the stale push arrives first, the waiter
+// must take the new grant's fence, not the stale one's, which is older
+// than the other client's.
+func TestStalePushAfterARegrantKeepsFencesInOrder(t *testing.T) {
+	rc, prefix := testenv.Redis(t)
+	p := testenv.StartProxy(t)
+	a := New(p.Client(t), WithPrefix(prefix), WithFallback(time.Minute, time.Minute))
+	t.Cleanup(func() { a.Close() })
+	b := New(rc, WithPrefix(prefix), WithHandoffLease(10*time.Millisecond))
+	t.Cleanup(func() { b.Close() })
+	ctx := context.Background()
+	first := mustLock(t, timeout(t, 5*time.Second), b.Mutex("a"))
+	m := first.m
+	got := queuedLock(t, rc, a.Mutex("a"))
+	entry, err := rc.Do(ctx, rc.B().Zrange().Key(m.keyList[1]).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil || len(entry) != 1 {
+		t.Fatalf("queue = %v, %v; want a's entry", entry, err)
+	}
+
+	p.FreezeReplies()
+	mustUnlock(t, first) // grant and push 1 to a, 10ms
+	time.Sleep(50 * time.Millisecond)
+	second, err := b.Mutex("a").TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after the handoff lease ran out: %v", err)
+	}
+	// a's entry comes back, as a's fallback check would put it.
+	if err := rc.Do(ctx, rc.B().Zadd().Key(m.keyList[1]).ScoreMember().ScoreMember(1, entry[0]).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	mustUnlock(t, second) // grant and push 2 to a, with a fence above second's
+	p.Thaw()
 	select {
 	case r := <-got:
 		if r.err != nil {
 			t.Fatalf("a's Lock: %v", r.err)
 		}
 		if r.l.Fence() <= second.Fence() {
-			t.Errorf("fence %d after %d", r.l.Fence(), second.Fence())
+			t.Errorf("a got fence %d after %d", r.l.Fence(), second.Fence())
 		}
 		mustUnlock(t, r.l)
 	case <-time.After(5 * time.Second):
-		t.Fatal("a's Lock did not return after the lock was free again")
+		t.Fatal("a's Lock did not return")
 	}
 }

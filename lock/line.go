@@ -75,15 +75,20 @@ func (c *Client) promoteLocked(ln *line, w *waiter, extra int) {
 	w.block = blockFor(1 + len(ln.queue) + extra)
 }
 
-// beforeCheck returns the block of representative w, and records that a
-// script that may queue it is about to be sent.
-func (c *Client) beforeCheck(w *waiter) int {
+// beforeCheck returns the block of representative w and, if a release
+// that grants or queues w is in flight, the channel closed when it is
+// done; otherwise it records that a script that may queue w is about to
+// be sent.
+func (c *Client) beforeCheck(w *waiter) (block int, pending chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if w.pending != nil {
+		return w.block, w.pending
+	}
 	if w.queuedAt.IsZero() {
 		w.queuedAt = time.Now()
 	}
-	return w.block
+	return w.block, nil
 }
 
 // isRep reports whether w is its line's representative.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -74,6 +75,10 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	if !ok {
 		return nil, ErrNotObtained
 	}
+	if !m.fresh(ctx, token, &g) {
+		m.cancel(ctx, token, 1) // the grant ran out before its reply came
+		return nil, ErrNotObtained
+	}
 	return m.take(ctx, nil, token, g), nil
 }
 
@@ -100,8 +105,11 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 			m.leave(ctx, w) // the script may have run
 			return nil, m.fail(ctx, "acquire", err)
 		}
-		if ok {
+		if ok && m.fresh(ctx, w.token, &g) {
 			return m.take(ctx, w, w.token, g), nil
+		}
+		if ok {
+			signal(w.recheck) // the grant ran out before its reply came: queue at once
 		}
 	}
 	return m.wait(ctx, w)
@@ -121,7 +129,7 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 			if g.lock != nil {
 				return g.lock, nil
 			}
-			if !g.pushed || leaseLeft(time.Now(), g.sent.Add(g.ttl), g.ttl) || m.confirm(ctx, w.token, &g) {
+			if m.fresh(ctx, w.token, &g) {
 				return m.take(ctx, w, w.token, g), nil
 			}
 			// The late grant's lease ran out, or Redis did not say: the
@@ -144,24 +152,46 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 			c.nudge(w)
 			continue
 		}
-		block := c.beforeCheck(w)
+		block, pending := c.beforeCheck(w)
+		if pending != nil {
+			// A release is handing the lock to w, or queueing it in Redis:
+			// a check now could queue w beside that grant. The outcome
+			// comes as a grant, a recheck, or (queued) a push.
+			select {
+			case <-pending:
+			case <-ctx.Done():
+			case <-c.ctx.Done():
+			}
+			continue
+		}
 		g, ok, err := m.runQueue(ctx, checkScript, w.token, true, block)
 		if err == nil && ok {
-			return m.take(ctx, w, w.token, g), nil
+			if m.fresh(ctx, w.token, &g) {
+				return m.take(ctx, w, w.token, g), nil
+			}
+			signal(w.recheck) // the grant ran out before its reply came: queue at once
 		}
 		// On an error keep waiting: the next check may get through, and
 		// ctx bounds the wait.
 	}
 }
 
-// confirm makes sure, with one round trip, that the lock pushed to token
-// by g is still token's, and sets the mutex's lease on it: a grant learned
-// of late (its push or its reader delayed beyond most of the handoff
-// lease) may have expired, and the lock moved on. On success g's lease
-// estimate is replaced by the one just set.
+// fresh reports whether grant g to token, from a script's reply or a push,
+// may be taken as it is: a third of its lease is known to be left, as a
+// turn requires before a handoff, or Redis confirms it is still token's
+// with g's fence. A reply or push held up past most of the lease may
+// carry a grant that ran out, and the lock moved on.
+func (m *Mutex) fresh(ctx context.Context, token string, g *grant) bool {
+	return leaseLeft(time.Now(), g.sent.Add(g.ttl), g.ttl) || m.confirm(ctx, token, g)
+}
+
+// confirm makes sure, with one round trip, that the lock granted to token
+// by g is still token's under g's fence, and sets the mutex's lease on it.
+// On success g's lease estimate is replaced by the one just set.
 func (m *Mutex) confirm(ctx context.Context, token string, g *grant) bool {
 	sent := time.Now()
-	n, err := extendScript.Exec(detach(ctx), m.client.rc, m.keyList[:1], []string{token, m.leaseArg}).AsInt64()
+	args := []string{token, m.leaseArg, strconv.FormatInt(g.fence, 10)}
+	n, err := extendScript.Exec(detach(ctx), m.client.rc, m.keyList[:1], args).AsInt64()
 	if err != nil || n != 1 {
 		return false
 	}

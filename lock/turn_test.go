@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -427,4 +428,72 @@ func TestFixedLeaseWaiterIsGrantedByRedis(t *testing.T) {
 		t.Fatalf("PTTL = %dms, %v; want the fixed lease of a minute", pttl, err)
 	}
 	mustUnlock(t, f)
+}
+
+// TestDirectGrantClearsTheWaitersQueueEntry: a release that hands the lock
+// straight to its client's next waiter also removes the entry that waiter
+// may have queued in Redis meanwhile; left there, it would later be
+// granted to a token nobody waits for, holding everyone up for a lease.
+func TestDirectGrantClearsTheWaitersQueueEntry(t *testing.T) {
+	c, rc, _ := newTestClient(t)
+	m := c.Mutex("a")
+	ctx := context.Background()
+	holder, next := c.newToken(), c.newToken()
+	if _, ok, err := m.runQueue(ctx, acquireScript, holder, false, 1); err != nil || !ok {
+		t.Fatalf("acquire: %v, %v", ok, err)
+	}
+	// next's check runs before the release: the lock is held, so it queues.
+	if _, ok, err := m.runQueue(ctx, checkScript, next, true, 2); err != nil || ok {
+		t.Fatalf("check: %v, %v", ok, err)
+	}
+	// The release keeps the turn: it grants next directly.
+	args := []string{holder, m.settingsArg, next, m.leaseArg, "2", "1"}
+	if err := releaseScript.Exec(ctx, rc, m.keys(), args).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if q := queued(t, rc, m); q != 0 {
+		t.Fatalf("next holds the lock, and %d entries are still queued", q)
+	}
+	if n, err := releaseScript.Exec(ctx, rc, m.keys(), []string{next, m.settingsArg}).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("next's release = %d, %v; want 0", n, err)
+	}
+	if lockKeyExists(t, m) {
+		t.Fatal("the lock is held after its last holder released it")
+	}
+}
+
+// TestReleasesThroughRedisRacingChecksLeaveNothingBehind: goroutines of one
+// client with a fixed lease (which a turn cannot hand on locally) pass the
+// lock through Redis, keeping the turn, while their fallback checks fire
+// every millisecond. Once all have unlocked, neither a hold nor a queue
+// entry may be left in Redis.
+func TestReleasesThroughRedisRacingChecksLeaveNothingBehind(t *testing.T) {
+	c, rc, prefix := newTestClient(t, WithFallback(time.Millisecond, time.Millisecond), WithTurnDuration(time.Second))
+	other := sibling(t, prefix)
+	for round := range 150 {
+		name := fmt.Sprintf("r%d", round)
+		first := mustLock(t, timeout(t, 5*time.Second), other.Mutex(name))
+		m := c.Mutex(name, WithLease(5*time.Second))
+		done := make(chan error, 4)
+		for range 4 {
+			go func() {
+				l, err := m.Lock(timeout(t, 20*time.Second))
+				if err == nil {
+					time.Sleep(200 * time.Microsecond)
+					err = l.Unlock(context.Background())
+				}
+				done <- err
+			}()
+		}
+		time.Sleep(5 * time.Millisecond)
+		mustUnlock(t, first)
+		for range 4 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if q, held := queued(t, rc, m), lockKeyExists(t, m); q != 0 || held {
+			t.Fatalf("round %d: all unlocked, yet %d queue entries and lock held %v", round, q, held)
+		}
+	}
 }

@@ -30,6 +30,10 @@ if n ~= '1' then return redis.call('HINCRBY', lockKey, token, -1) end
 redis.call('DEL', lockKey)
 if ARGV[3] then
   if ARGV[6] == '1' or redis.call('EXISTS', queueKey) == 0 then
+    -- The waiter may have queued itself meanwhile (the client keeps it
+    -- from doing so, but an entry left behind would be granted to a
+    -- token nobody waits for).
+    redis.call('ZREM', queueKey, ARGV[3] .. '/' .. ARGV[4] .. '/' .. ARGV[5])
     local b = tonumber(ARGV[5])
     return {grant(ARGV[3], ARGV[4], b), tonumber(ARGV[4]), b}
   end
