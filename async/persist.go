@@ -20,8 +20,9 @@ type item struct {
 }
 
 // handle persists a batch of entries and acknowledges them. deliveries is
-// nil for entries delivered to this consumer, or parallel to entries for
-// entries taken over from others. An entry delivered more than
+// nil for entries this process read new, or re-read after an error, and
+// parallel to entries for entries taken over from other consumers or left
+// to this one's name by an earlier process. An entry delivered more than
 // MaxDeliveries times is persisted on its own, after the batch, so that
 // an order that crashes its consumer does not take its batch with it. It
 // is dead-lettered only if persisting it fails for good (stock short, a

@@ -206,7 +206,7 @@ func (r *Reconciler) Voucher(ctx context.Context, id int64, fix bool) (*Report, 
 	if err := r.compare(ctx, vk, rep, rs, mysql, fix); err != nil {
 		return rep, err
 	}
-	if err := r.checkRegistered(ctx, rep, len(rs.inFlight), fix); err != nil {
+	if err := r.checkRegistered(ctx, vk, rep, len(rs.inFlight), fix); err != nil {
 		return rep, err
 	}
 	for _, d := range rep.Diffs {
@@ -305,8 +305,10 @@ func (r *Reconciler) compare(ctx context.Context, vk voucherKeys, rep *Report, r
 }
 
 // checkRegistered reports a voucher with waiting orders that is not in the
-// registry, and registers it with fix.
-func (r *Reconciler) checkRegistered(ctx context.Context, rep *Report, waiting int, fix bool) error {
+// registry, and registers it with fix. The orders are counted again after
+// the registry is read: a worker retires a voucher only once nothing
+// waits, so orders still there then are ones nobody will read.
+func (r *Reconciler) checkRegistered(ctx context.Context, vk voucherKeys, rep *Report, waiting int, fix bool) error {
 	if waiting == 0 {
 		return nil
 	}
@@ -315,7 +317,11 @@ func (r *Reconciler) checkRegistered(ctx context.Context, rep *Report, waiting i
 	if err != nil || ok {
 		return err
 	}
-	d := rep.add(Diff{Kind: DiffUnregistered, Detail: fmt.Sprintf("%d orders wait in the stream; the voucher is not in the registry, so no consumer reads them", waiting)})
+	unacked, err := unackedScript.Exec(ctx, r.client, []string{vk.orders}, []string{r.group}).AsStrSlice()
+	if err != nil || len(unacked) == 0 {
+		return err
+	}
+	d := rep.add(Diff{Kind: DiffUnregistered, Detail: fmt.Sprintf("%d orders wait in the stream; the voucher is not in the registry, so no consumer reads them", len(unacked))})
 	if fix {
 		if err := r.client.Do(ctx, r.client.B().Sadd().Key(r.keys.registry()).Member(id).Build()).Error(); err != nil {
 			return err

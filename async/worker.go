@@ -87,7 +87,11 @@ func (w *worker) consume(ctx context.Context) error {
 // is kept across restarts): they go through the delivery count checks of
 // entries taken over from other consumers, so that an order that kills
 // every process reading it is isolated and the rest of its batch is
-// persisted. Re-read later, after an error, they did not kill this one.
+// persisted. Re-read later, after an error, they did not kill this one,
+// and their counts are not looked at (each re-read still adds one in
+// Redis, as XREADGROUP does: after many Redis errors in one process, the
+// next process to read them persists them one by one, which is slower but
+// loses nothing).
 func (w *worker) drainOwn(ctx context.Context) error {
 	for {
 		cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.c.cfg.BatchSize)).

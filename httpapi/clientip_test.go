@@ -22,6 +22,8 @@ func TestClientIP(t *testing.T) {
 		{name: "last entry of one line", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"10.0.0.1, 198.51.100.9"}, want: "198.51.100.9"},
 		{name: "proxy's own line after the client's", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"10.0.0.1", "198.51.100.9"}, want: "198.51.100.9"},
 		{name: "proxy's IPv6 entry counts by its /64", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"2001:db8::7"}, want: "2001:db8::/64"},
+		{name: "proxy's entry with a port", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"198.51.100.9:41234"}, want: "198.51.100.9"},
+		{name: "proxy's IPv6 entry with a port", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"[2001:db8::7]:443"}, want: "2001:db8::/64"},
 		{name: "empty last entry falls back to the peer", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"10.0.0.1, "}, want: "192.0.2.1"},
 		{name: "trusted but absent", trustProxy: true, remote: "192.0.2.1:5000", want: "192.0.2.1"},
 	}

@@ -44,7 +44,8 @@ type Server struct {
 	IPRate   float64
 	// TrustProxy takes the client IP from the last X-Forwarded-For entry
 	// (of the last header line), as set by a reverse proxy in front of the
-	// service. The per-IP limit counts IPv6 clients by their /64.
+	// service; without one, the connection's peer. The per-IP limit counts
+	// IPv6 clients by their /64.
 	TrustProxy bool
 	Ready      ReadyFunc
 	Logger     *slog.Logger
@@ -219,7 +220,12 @@ func (s *Server) clientIP(r *http.Request) string {
 	}
 	ip, err := netip.ParseAddr(addr)
 	if err != nil {
-		return addr
+		// Some proxies write the client's port too.
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			return addr
+		}
+		ip = ap.Addr()
 	}
 	ip = ip.Unmap()
 	if ip.Is6() {

@@ -224,10 +224,12 @@ func TestNewRejectsUnknownStrategy(t *testing.T) {
 	}
 }
 
-// TestLockStrategyWithRedisDownIsUnavailable: when the lock's Redis cannot
-// be reached the lock strategy refuses the order as unavailable, with a
-// Retry-After, like the ID generator and the rate limiter do, and writes
-// nothing.
+// TestLockStrategyWithRedisDownIsUnavailable: when the lock's Redis
+// refuses the lock client, the lock strategy refuses the order as
+// unavailable, with a Retry-After, like the ID generator and the rate
+// limiter do, and writes nothing. (A Redis that hangs instead runs out the
+// lock wait, which is answered busy: the lock library reports a wait cut
+// short by its context as the context's error.)
 func TestLockStrategyWithRedisDownIsUnavailable(t *testing.T) {
 	f := newFixture(t)
 	vid := f.voucher(t, 5)
