@@ -291,3 +291,79 @@ func TestStalePushAfterARegrantKeepsFencesInOrder(t *testing.T) {
 		t.Fatal("a's Lock did not return")
 	}
 }
+
+// TestUnlockWhoseReplyIsLostDropsOneHold: an Unlock of an inner hold runs
+// in Redis but its reply is lost. Unlock finds out that it ran, so the
+// caller, who would call Unlock again after an error, never drops the
+// outer hold with it: the lock stays held until the outer Unlock.
+func TestUnlockWhoseReplyIsLostDropsOneHold(t *testing.T) {
+	c, p, direct := proxied(t)
+	l := mustLock(t, timeout(t, 5*time.Second), c.Mutex("a"))
+	if err := l.Reenter(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustUnlock(t, l) // the release script is loaded: EVALSHA runs
+	if err := l.Reenter(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	p.FreezeReplies()
+	result := make(chan error, 1)
+	go func() { result <- l.Unlock(context.Background()) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for holds(t, direct, l) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the release script did not run")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.Cut()
+	if err := <-result; err != nil {
+		t.Fatalf("inner Unlock whose script ran = %v; want nil", err)
+	}
+	wantNotObtained(t, direct)
+	select {
+	case <-l.Lost():
+		t.Fatal("Lost closed while the outer hold is held")
+	default:
+	}
+	unlockRetrying(t, l)
+	if lockKeyExists(t, direct) {
+		t.Fatal("the lock is held after the outer Unlock")
+	}
+}
+
+// TestExtendInFlightDoesNotDelayLoss: Redis stops answering while an
+// Extend waits for it. The Extend gives up when the lease can no longer be
+// known to last, and the holder is told of the loss by then, for a
+// watchdog and a fixed lease alike.
+func TestExtendInFlightDoesNotDelayLoss(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	leases := map[string]MutexOption{"watchdog": WithWatchdog(lease), "fixed lease": WithLease(lease)}
+	for name, opt := range leases {
+		t.Run(name, func(t *testing.T) {
+			c, p, _ := proxied(t)
+			l := mustLock(t, timeout(t, 5*time.Second), c.Mutex("a", opt))
+			if err := l.Extend(context.Background(), lease); err != nil { // the script is loaded
+				t.Fatal(err)
+			}
+			p.Freeze()
+			defer p.Thaw()
+			extended := make(chan error, 1)
+			go func() { extended <- l.Extend(timeout(t, 100*time.Millisecond), lease) }()
+			select {
+			case <-l.Lost():
+			case <-time.After(lease + time.Second):
+				t.Fatal("Lost not closed a second after the lease ran out, with an Extend in flight")
+			}
+			select {
+			case err := <-extended:
+				if err == nil {
+					t.Error("Extend succeeded while Redis did not answer")
+				}
+			case <-time.After(time.Second):
+				t.Fatal("Extend still waits for Redis after the loss")
+			}
+		})
+	}
+}

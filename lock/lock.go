@@ -161,7 +161,7 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	l.mu.Unlock()
 	n, err := reenterScript.Exec(detach(ctx), l.m.client.rc, l.m.keyList[:1], []string{l.t.token}).AsInt64()
 	if err != nil && !unsure {
-		n, err = l.recount(ctx, before, err)
+		n, err = l.recount(ctx, before+1, err)
 	}
 	c := l.m.client
 	c.mu.Lock()
@@ -184,13 +184,15 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	return nil
 }
 
-// recount finds out whether a reenter whose reply was lost (err) added a
-// hold, by reading the turn's count in Redis: it returns the count if it
-// did, 0 if the lock is gone, or err if it cannot tell, so that a caller
-// who does not Unlock for a failed Reenter does not leave a hold behind
-// that nobody releases. An unchanged count proves nothing: the script may
-// still be on its way on another connection.
-func (l *Lock) recount(ctx context.Context, before int64, err error) (int64, error) {
+// recount finds out whether a Reenter or a non-last Unlock whose reply
+// was lost (err) ran, by reading the turn's hold count in Redis: it
+// returns the count if it is want (the script ran), 0 if the lock is gone,
+// or err if it cannot tell. So a caller who does not Unlock for a failed
+// Reenter does not leave a hold behind that nobody releases, and one who
+// retries a failed Unlock, as it should, does not drop two holds. An
+// unchanged count proves nothing: the script may still be on its way on
+// another connection.
+func (l *Lock) recount(ctx context.Context, want int64, err error) (int64, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	c := l.m.client.rc
@@ -206,7 +208,7 @@ func (l *Lock) recount(ctx context.Context, before int64, err error) (int64, err
 	switch {
 	case rueidis.IsRedisNil(rerr):
 		return 0, nil
-	case rerr == nil && v == before+1:
+	case rerr == nil && v == want:
 		return v, nil
 	}
 	return 0, err
@@ -219,9 +221,13 @@ func (l *Lock) recount(ctx context.Context, before int64, err error) (int64, err
 // ErrNotHeld, and deletes nothing, if the lock was lost or is someone
 // else's, or this handle was released already. If ctx is done already,
 // Unlock returns ctx.Err() and changes nothing; once a script is sent it
-// waits for the answer. If Redis cannot be reached, the lock stays held,
-// with its renewals stopped if the release was under way: call Unlock
-// again, or the lock expires with its lease.
+// waits for the answer. If Redis cannot be reached, Unlock returns an
+// error and the hold stays: call Unlock again. (A last hold whose release
+// failed is no longer renewed, and expires with its lease if Unlock is not
+// called again; other holds are renewed as long as the lock is held. A
+// release whose reply was lost is checked in Redis first: if it ran,
+// Unlock returns nil, so calling Unlock again after an error never drops
+// a second hold.)
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // nothing changed: renewals go on
@@ -257,11 +263,19 @@ func (l *Lock) release(ctx context.Context, p pass) error {
 	if p.next != nil {
 		args = append(args, p.next.token, p.next.m.leaseArg, strconv.Itoa(p.next.block), flag(p.keep))
 	}
+	l.mu.Lock()
+	before, unsure := l.holds, l.unsure
+	l.mu.Unlock()
 	sent := time.Now()
 	v, err := releaseScript.Exec(detach(ctx), c.rc, l.m.keys(), args).ToMessage()
 	var n int64 // holds left, or -1
 	var g *grant
 	switch {
+	case err != nil && !p.last && !unsure:
+		// Did the hold go? A caller told "no" calls Unlock again.
+		if n, err = l.recount(ctx, before-1, err); err == nil && n == 0 {
+			n = -1
+		}
 	case err != nil:
 	case v.IsInt64():
 		n, _ = v.AsInt64()
@@ -314,7 +328,10 @@ func (l *Lock) release(ctx context.Context, p pass) error {
 
 // Extend sets the lock's remaining lease to d. With a watchdog, later
 // renewals use d as the lease too, until the lock is handed on. It returns
-// ErrNotHeld if the lock expired or is someone else's.
+// ErrNotHeld if the lock expired or is someone else's. It waits for Redis
+// only while the current lease is known to last, or a third of the lease
+// if that is less: if Redis does not answer by then, it returns an error,
+// and Lost is closed once the lease is over.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -328,8 +345,13 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 		return ErrNotHeld
 	}
 	c := l.m.client
+	c.mu.Lock()
 	sent := time.Now()
-	n, err := extendScript.Exec(detach(ctx), c.rc, l.m.keyList[:1], []string{t.token, ms(d)}).AsInt64()
+	deadline := t.callDeadlineLocked(sent)
+	c.mu.Unlock()
+	sctx, cancel := context.WithDeadline(detach(ctx), deadline)
+	defer cancel()
+	n, err := extendScript.Exec(sctx, c.rc, l.m.keyList[:1], []string{t.token, ms(d)}).AsInt64()
 	if err != nil {
 		return l.m.fail(ctx, "extend", err)
 	}

@@ -157,15 +157,7 @@ func (t *turn) tick() {
 			return
 		}
 	}
-	// Try while the lease may still be ours, so that a holder whose lease
-	// runs out while Redis does not answer is told by then. Only a pushed
-	// grant, whose leaseEnd is a lower bound, gets a moment more: finding
-	// the token in Redis proves it holds.
-	deadline := t.leaseEnd
-	if t.unconfirmed {
-		deadline = later(t.leaseEnd, now.Add(t.ttl/3))
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(context.Background(), t.renewDeadlineLocked(now))
 	t.abortRenew = cancel
 	c.mu.Unlock()
 
@@ -199,6 +191,28 @@ func (t *turn) tick() {
 	}
 }
 
+// renewDeadlineLocked returns how long a renewal may wait for Redis:
+// while the lease may still be ours, so that a holder whose lease runs out
+// while Redis does not answer is told by then. Only a pushed grant, whose
+// leaseEnd is a lower bound, gets a moment more: finding the token in
+// Redis proves it holds. Called with c.mu held.
+func (t *turn) renewDeadlineLocked(now time.Time) time.Time {
+	if t.unconfirmed {
+		return later(t.leaseEnd, now.Add(t.ttl/3))
+	}
+	return t.leaseEnd
+}
+
+// callDeadlineLocked returns how long renew and Extend may wait for Redis:
+// as a renewal, but at least a third of the lease, so that a holder whose
+// lease is known to be over still learns from Redis whether it holds. They
+// hold renewMu, which the watchdog waits for: a holder whose lease ran out
+// while one of them was waiting for a silent Redis is told at most a third
+// of the lease late, instead of when Redis answers. Called with c.mu held.
+func (t *turn) callDeadlineLocked(now time.Time) time.Time {
+	return later(t.renewDeadlineLocked(now), now.Add(t.ttl/3))
+}
+
 // renew makes sure, in Redis, that the turn still owns the lock, sets its
 // lease, and reserves block more fences if block > 0. It reports false if
 // the turn turned out lost (its holder is then told).
@@ -208,13 +222,16 @@ func (t *turn) renew(ctx context.Context, block int) (bool, error) {
 	c := t.m.client
 	c.mu.Lock()
 	lease, ok := t.lease, !t.stopping && t.holder != nil
+	sent := time.Now()
+	deadline := t.callDeadlineLocked(sent)
 	c.mu.Unlock()
 	if !ok {
 		return false, nil
 	}
-	sent := time.Now()
+	ctx, cancel := context.WithDeadline(detach(ctx), deadline)
+	defer cancel()
 	keys := []string{t.m.keyList[0], t.m.keyList[2]}
-	v, err := renewScript.Exec(detach(ctx), c.rc, keys,
+	v, err := renewScript.Exec(ctx, c.rc, keys,
 		[]string{t.token, ms(lease), strconv.Itoa(block), t.m.retentionArg}).AsInt64()
 	if err != nil {
 		return false, err
