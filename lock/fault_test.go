@@ -367,3 +367,73 @@ func TestExtendInFlightDoesNotDelayLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestLastUnlockWhoseReplyIsLostReleases: the last hold's release runs in
+// Redis but its reply is lost. While the lease is known to last, Unlock
+// finds out that it ran and reports a normal release, not an error that
+// would end in a loss.
+func TestLastUnlockWhoseReplyIsLostReleases(t *testing.T) {
+	c, p, direct := proxied(t)
+	l := mustLock(t, timeout(t, 5*time.Second), c.Mutex("a"))
+	mustUnlock(t, mustLock(t, timeout(t, 5*time.Second), c.Mutex("b"))) // the release script is loaded
+	work := l.Context()
+	p.FreezeReplies()
+	result := make(chan error, 1)
+	go func() { result <- l.Unlock(context.Background()) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for lockKeyExists(t, direct) {
+		if time.Now().After(deadline) {
+			t.Fatal("the release did not run")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.Cut()
+	if err := <-result; err != nil {
+		t.Fatalf("Unlock whose release ran = %v; want nil", err)
+	}
+	if cause := context.Cause(work); cause != context.Canceled {
+		t.Errorf("Cause(Context()) = %v; want context.Canceled (released)", cause)
+	}
+	select {
+	case <-l.Lost():
+		t.Error("Lost closed for a lock released normally")
+	default:
+	}
+}
+
+// TestExtendAppliedLateDoesNotKeepTheLock: an Extend runs in Redis but its
+// reply is held up until after the lease it was sent under. The holder is
+// told of the loss when that lease ends, and the lock, extended in Redis
+// for a lease nobody will use, is given up there too.
+func TestExtendAppliedLateDoesNotKeepTheLock(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	leases := map[string]MutexOption{"watchdog": WithWatchdog(lease), "fixed lease": WithLease(lease)}
+	for name, opt := range leases {
+		t.Run(name, func(t *testing.T) {
+			c, p, direct := proxied(t)
+			l := mustLock(t, timeout(t, 5*time.Second), c.Mutex("a", opt))
+			if err := l.Extend(context.Background(), lease); err != nil { // the script is loaded
+				t.Fatal(err)
+			}
+			p.FreezeReplies()
+			extended := make(chan error, 1)
+			go func() { extended <- l.Extend(context.Background(), 20*time.Second) }()
+			select {
+			case <-l.Lost():
+			case <-time.After(lease + 2*time.Second):
+				t.Fatal("Lost not closed after the lease")
+			}
+			if err := <-extended; err == nil {
+				t.Error("Extend whose reply never came succeeded")
+			}
+			p.Thaw()
+			deadline := time.Now().Add(3 * time.Second)
+			for lockKeyExists(t, direct) {
+				if time.Now().After(deadline) {
+					t.Fatal("the lock declared lost is still held in Redis, for the late Extend's 20s")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}

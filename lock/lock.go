@@ -184,10 +184,10 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	return nil
 }
 
-// recount finds out whether a Reenter or a non-last Unlock whose reply
-// was lost (err) ran, by reading the turn's hold count in Redis: it
-// returns the count if it is want (the script ran), 0 if the lock is gone,
-// or err if it cannot tell. So a caller who does not Unlock for a failed
+// recount finds out whether a Reenter or an Unlock whose reply was lost
+// (err) ran, by reading the turn's hold count in Redis: it returns the
+// count if it is want (the script ran), 0 if the lock is gone, or err if
+// it cannot tell. So a caller who does not Unlock for a failed
 // Reenter does not leave a hold behind that nobody releases, and one who
 // retries a failed Unlock, as it should, does not drop two holds. An
 // unchanged count proves nothing: the script may still be on its way on
@@ -227,7 +227,8 @@ func (l *Lock) recount(ctx context.Context, want int64, err error) (int64, error
 // called again; other holds are renewed as long as the lock is held. A
 // release whose reply was lost is checked in Redis first: if it ran,
 // Unlock returns nil, so calling Unlock again after an error never drops
-// a second hold.)
+// a second hold. For the last hold this check needs the lease to be known
+// to last; after that, Redis cannot tell a release from an expiry.)
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // nothing changed: renewals go on
@@ -270,11 +271,19 @@ func (l *Lock) release(ctx context.Context, p pass) error {
 	v, err := releaseScript.Exec(detach(ctx), c.rc, l.m.keys(), args).ToMessage()
 	var n int64 // holds left, or -1
 	var g *grant
+	replyLost := err != nil
 	switch {
 	case err != nil && !p.last && !unsure:
 		// Did the hold go? A caller told "no" calls Unlock again.
 		if n, err = l.recount(ctx, before-1, err); err == nil && n == 0 {
 			n = -1
+		}
+	case err != nil && p.last:
+		// Did the release run? The turn's token gone from Redis while its
+		// lease is known to last means it did (renewals are stopped, so
+		// nothing else moves the lease).
+		if _, rerr := l.recount(ctx, 0, err); rerr == nil && c.leaseLasts(t) {
+			err = nil // n is 0: released
 		}
 	case err != nil:
 	case v.IsInt64():
@@ -287,8 +296,9 @@ func (l *Lock) release(ctx context.Context, p pass) error {
 		}
 	}
 	if p.next != nil {
-		// A release that kept a hold did not look at the waiter: it checks.
-		c.handedOn(p.next, g, err != nil || n > 0)
+		// A release that kept a hold did not look at the waiter, and one
+		// whose reply was lost may have granted it: it checks.
+		c.handedOn(p.next, g, replyLost || n > 0)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -374,6 +384,13 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 		t.scheduleLocked()
 	}
 	return nil
+}
+
+// leaseLasts reports whether t's lease is known to last now.
+func (c *Client) leaseLasts(t *turn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Before(t.leaseEnd)
 }
 
 func (l *Lock) isHeld() bool {

@@ -151,7 +151,7 @@ func (t *turn) tick() {
 			if now.Before(t.leaseEnd) {
 				t.timer.Reset(t.leaseEnd.Sub(now))
 			} else {
-				c.loseLocked(t)
+				c.expiredLocked(t)
 			}
 			c.mu.Unlock()
 			return
@@ -180,11 +180,7 @@ func (t *turn) tick() {
 		// Transient: retry while the lease may still be ours.
 		left := time.Until(t.leaseEnd)
 		if left <= 0 {
-			c.loseLocked(t)
-			// A renewal whose reply never came may still have been applied:
-			// give the lock up in Redis too, so that the next waiter does
-			// not wait out a lease nobody here will use.
-			go t.m.cancel(context.Background(), t.token, 0)
+			c.expiredLocked(t)
 			return
 		}
 		t.timer.Reset(max(left/4, 5*time.Millisecond))
@@ -271,9 +267,19 @@ func (t *turn) expireLocked() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if t.stopping && t.holder != nil && !time.Now().Before(t.leaseEnd) {
-			c.loseLocked(t)
+			c.expiredLocked(t)
 		}
 	})
+}
+
+// expiredLocked ends turn t as lost when its lease is known to be over,
+// and gives the lock up in Redis too: a renewal, Extend or release whose
+// reply never came may still have been applied, or apply late, and keep
+// the lock for a lease nobody here will use, while the next waiter waits.
+// Called with c.mu held.
+func (c *Client) expiredLocked(t *turn) {
+	c.loseLocked(t)
+	go t.m.cancel(context.Background(), t.token, 0)
 }
 
 // loseLocked ends turn t as lost, and its holder with it. Called with
