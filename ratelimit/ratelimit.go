@@ -20,8 +20,12 @@ var gcraSource string
 
 var gcra = rueidis.NewLuaScript(gcraSource)
 
+// maxInterval bounds the emission interval, in µs: one request a year.
+const maxInterval = 365 * 24 * 3600 * 1e6
+
 // Rule is one budget: Rate requests per second on Key, with bursts of up to
-// Burst requests. A Rate of 0 or less disables the rule.
+// Burst requests. A Rate of 0 or less disables the rule; rates below one
+// request a year count as one a year.
 type Rule struct {
 	Key   string
 	Rate  float64
@@ -45,10 +49,13 @@ func New(c rueidis.Client, prefix string) *Limiter {
 func (l *Limiter) Allow(ctx context.Context, rules ...Rule) (time.Duration, error) {
 	execs := make([]rueidis.LuaExec, 0, len(rules))
 	for _, r := range rules {
+		if math.IsNaN(r.Rate) {
+			return 0, fmt.Errorf("ratelimit: rule %q: the rate is NaN", r.Key)
+		}
 		if r.Rate <= 0 {
 			continue
 		}
-		interval := math.Max(1, math.Round(1e6/r.Rate))
+		interval := min(max(1, math.Round(1e6/r.Rate)), maxInterval)
 		execs = append(execs, rueidis.LuaExec{
 			Keys: []string{l.prefix + "{" + r.Key + "}"},
 			Args: []string{fmt.Sprintf("%.0f", interval), fmt.Sprint(max(r.Burst, 1))},
@@ -64,7 +71,8 @@ func (l *Limiter) Allow(ctx context.Context, rules ...Rule) (time.Duration, erro
 			return 0, fmt.Errorf("ratelimit: %w", err)
 		}
 		if v[0] == 0 {
-			wait = max(wait, time.Duration(v[1])*time.Microsecond)
+			// Clamped: a wait of ~292 years or more would overflow.
+			wait = max(wait, time.Duration(min(v[1], math.MaxInt64/1000))*time.Microsecond)
 		}
 	}
 	return wait, nil

@@ -2,6 +2,8 @@ package ratelimit_test
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -81,5 +83,31 @@ func TestAllowSharedAcrossLimiters(t *testing.T) {
 	}
 	if wait, err := a.Allow(ctx, rule); err != nil || wait == 0 {
 		t.Fatalf("the third request across two instances must be refused: wait %v, err %v", wait, err)
+	}
+}
+
+// TestAllowTinyRatesRefuse: a rate so small that its wait would overflow a
+// time.Duration still refuses the request after the burst, with a long
+// wait, instead of letting everything through.
+func TestAllowTinyRatesRefuse(t *testing.T) {
+	c, prefix := testenv.Redis(t)
+	l := ratelimit.New(c, prefix)
+	ctx := context.Background()
+	for _, rate := range []float64{1e-10, 1e-300} {
+		rule := ratelimit.Rule{Key: fmt.Sprint("tiny:", rate), Rate: rate, Burst: 1}
+		if wait, err := l.Allow(ctx, rule); err != nil || wait != 0 {
+			t.Fatalf("rate %g, first request: wait %v, err %v", rate, wait, err)
+		}
+		if wait, err := l.Allow(ctx, rule); err != nil || wait < 300*24*time.Hour {
+			t.Fatalf("rate %g, second request: wait %v, err %v; want a refusal for about a year", rate, wait, err)
+		}
+	}
+}
+
+func TestAllowRejectsANaNRate(t *testing.T) {
+	c, prefix := testenv.Redis(t)
+	l := ratelimit.New(c, prefix)
+	if _, err := l.Allow(context.Background(), ratelimit.Rule{Key: "nan", Rate: math.NaN(), Burst: 1}); err == nil {
+		t.Fatal("Allow with a NaN rate succeeded")
 	}
 }

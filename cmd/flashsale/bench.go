@@ -109,8 +109,10 @@ func (c *benchConfig) validate() error {
 		return errors.New("--concurrency must be at least 2 (a double click is two requests in flight)")
 	case c.rate < 0 || c.doubles < 0 || c.doubles > 1:
 		return errors.New("--rate must not be negative and --double-clicks must be within [0, 1]")
-	case c.raceWindow < 0 || c.rateUser < 0 || c.rateIP < 0:
+	case c.raceWindow < 0 || !(c.rateUser >= 0) || !(c.rateIP >= 0): // NaN too
 		return errors.New("--race-window and the rate limits must not be negative")
+	case c.timeout <= 0 || c.drain <= 0 || c.startup <= 0 || c.lockWait <= 0:
+		return errors.New("--timeout, --drain-timeout, --startup-timeout and --lock-wait must be positive")
 	}
 	if err := c.backends.validate(); err != nil {
 		return err
@@ -153,13 +155,13 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 			"or a run could not be completed; a strategy that oversells is what the table is for, not a failure.",
 		FlagSet: fs,
 		Options: envOptions(),
-		Exec: func(ctx context.Context, _ []string) error {
+		Exec: noArgs(func(ctx context.Context) error {
 			if err := cfg.validate(); err != nil {
 				return err
 			}
 			_, err := runBench(ctx, cfg, stdout, stderr)
 			return err
-		},
+		}),
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -28,6 +29,30 @@ func (f *consumerFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxDeliv, "max-deliveries", 5, "persist an entry delivered more than this many times on its own; dead-letter it when that many attempts on its own died")
 }
 
+// validate refuses settings that would stop orders from reaching MySQL:
+// an empty batch, a claim time too short for a batch to be persisted (the
+// persist timeout is a third of it), or no delivery before dead-lettering.
+func (f *consumerFlags) validate() error {
+	switch {
+	case f.batch < 1:
+		return fmt.Errorf("--batch must be at least 1, got %d", f.batch)
+	case f.claimIdle < time.Second:
+		return fmt.Errorf("--claim-idle must be at least 1s (well above the time one batch takes to persist), got %v", f.claimIdle)
+	case f.maxDeliv < 1:
+		return fmt.Errorf("--max-deliveries must be at least 1, got %d", f.maxDeliv)
+	}
+	return nil
+}
+
+// needServers refuses embedded backends for a command that works on what
+// servers already hold: an embedded Redis and SQLite file start empty.
+func needServers(cmd string, b backendFlags) error {
+	if b.Embedded() {
+		return fmt.Errorf("%s needs --redis and --db (and --redis-prefix, if not the default) of the servers whose orders it works on", cmd)
+	}
+	return nil
+}
+
 func (f *consumerFlags) new(b *backends, log *slog.Logger) *async.Consumer {
 	return async.NewConsumer(b.redis, b.db, async.ConsumerConfig{
 		Prefix:        b.prefix,
@@ -49,11 +74,14 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 	consumerCfg.register(fs)
 	return &ffcli.Command{
 		Name:       "consume",
-		ShortUsage: "flashsale consume [flags]",
+		ShortUsage: "flashsale consume --redis URL --db URL [flags]",
 		ShortHelp:  "persist the async pipeline's accepted orders to MySQL (no HTTP)",
 		FlagSet:    fs,
 		Options:    envOptions(),
-		Exec: func(ctx context.Context, _ []string) error {
+		Exec: noArgs(func(ctx context.Context) error {
+			if err := cmp.Or(needServers("consume", backendsCfg), consumerCfg.validate()); err != nil {
+				return err
+			}
 			log := slog.New(slog.NewTextHandler(stderr, nil))
 			b, err := openBackends(ctx, backendsCfg, log)
 			if err != nil {
@@ -67,6 +95,6 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 			fmt.Fprintf(stdout, "flashsale: consumer %s stopped: %d persisted, %d already present, %d dead-lettered, %d claimed\n",
 				c.Name(), s.Persisted, s.AlreadyPresent, s.DeadLettered, s.Claimed)
 			return err
-		},
+		}),
 	}
 }

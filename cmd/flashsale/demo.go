@@ -39,7 +39,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 			"window, on an embedded Redis (miniredis) and SQLite: no servers needed, and no environment variables " +
 			"read. For MySQL and Redis use flashsale bench --redis URL --db URL.",
 		FlagSet: fs,
-		Exec: func(ctx context.Context, _ []string) error {
+		Exec: noArgs(func(ctx context.Context) error {
 			if redis != "" || db != "" {
 				return errors.New("demo runs on embedded backends only; for real servers run: " + realBenchCommand(cfg))
 			}
@@ -51,7 +51,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 				return err
 			}
 			return demo(ctx, cfg, stdout, stderr)
-		},
+		}),
 	}
 }
 

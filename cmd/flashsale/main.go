@@ -27,9 +27,15 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts a graceful shutdown; with the handler gone, a
+	// second one ends the process at once.
+	go func() { <-ctx.Done(); stop() }()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if errors.Is(err, flag.ErrHelp) {
+		if err != flag.ErrHelp {
+			fmt.Fprintln(os.Stderr, "flashsale:", err)
+		}
 		os.Exit(2)
 	}
 	if err != nil {
@@ -60,6 +66,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		c.FlagSet.SetOutput(stderr)
 	}
 	return root.ParseAndRun(ctx, args)
+}
+
+// noArgs adapts exec to an ffcli Exec that refuses arguments left after
+// the flags: the flag package stops at the first word that is not a flag
+// (a bare "false" after a boolean flag), and every flag after it would be
+// dropped without a word. The error wraps flag.ErrHelp, a usage error.
+func noArgs(exec func(ctx context.Context) error) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("%w: unexpected argument %q; the flags after it were not read (write a boolean as --flag=false)", flag.ErrHelp, args[0])
+		}
+		return exec(ctx)
+	}
 }
 
 // envOptions makes every flag settable as FLASHSALE_<FLAG> (dashes become

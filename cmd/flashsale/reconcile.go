@@ -21,14 +21,20 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fix := fs.Bool("fix", false, "repair what is safe to repair (re-queue lost orders, give back the stock of dead-lettered ones MySQL had stock for)")
 	return &ffcli.Command{
 		Name:       "reconcile",
-		ShortUsage: "flashsale reconcile [--voucher ID] [--fix]",
+		ShortUsage: "flashsale reconcile --redis URL --db URL [--voucher ID] [--fix]",
 		ShortHelp:  "compare the async pipeline's Redis state with MySQL, per voucher",
 		LongHelp: "Compares, per voucher, the Redis buyers and stock with the MySQL orders and stock " +
 			"(and the orders still in the stream or dead-lettered), prints every difference, and with " +
 			"--fix repairs the safe ones. Exits non-zero while differences remain unrepaired.",
 		FlagSet: fs,
 		Options: envOptions(),
-		Exec: func(ctx context.Context, _ []string) error {
+		Exec: noArgs(func(ctx context.Context) error {
+			if err := needServers("reconcile", backendsCfg); err != nil {
+				return err
+			}
+			if *voucher < 0 {
+				return fmt.Errorf("--voucher must be a voucher id, got %d", *voucher)
+			}
 			log := slog.New(slog.NewTextHandler(stderr, nil))
 			b, err := openBackends(ctx, backendsCfg, log)
 			if err != nil {
@@ -47,7 +53,7 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 				return err
 			}
 			return printReports(stdout, reports)
-		},
+		}),
 	}
 }
 

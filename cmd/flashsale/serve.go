@@ -64,11 +64,17 @@ func (c *serveConfig) validate() error {
 	if !slices.Contains(strategies(), c.strategy) {
 		return fmt.Errorf("--strategy must be one of %s, got %q", strings.Join(strategies(), ", "), c.strategy)
 	}
-	if c.rateUser < 0 || c.rateIP < 0 {
-		return errors.New("--rate-limit-user and --rate-limit-ip must not be negative")
+	if !(c.rateUser >= 0) || !(c.rateIP >= 0) { // NaN too
+		return errors.New("--rate-limit-user and --rate-limit-ip must be numbers, not negative")
 	}
 	if c.raceWindow < 0 {
 		return errors.New("--race-window must not be negative")
+	}
+	if c.lockWait <= 0 || c.shutdownFor <= 0 {
+		return errors.New("--lock-wait and --shutdown-timeout must be positive")
+	}
+	if c.strategy == "async" && c.consume {
+		return c.consumer.validate()
 	}
 	return nil
 }
@@ -83,13 +89,13 @@ func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
 		ShortHelp:  "run the HTTP service",
 		FlagSet:    fs,
 		Options:    envOptions(),
-		Exec: func(ctx context.Context, _ []string) error {
+		Exec: noArgs(func(ctx context.Context) error {
 			if err := cfg.validate(); err != nil {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(stderr, nil))
 			return serve(ctx, cfg, log, stdout)
-		},
+		}),
 	}
 }
 

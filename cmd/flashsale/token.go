@@ -26,7 +26,7 @@ func tokenCommand(stdout io.Writer) *ffcli.Command {
 		ShortHelp:  "print user tokens for testing",
 		FlagSet:    fs,
 		Options:    envOptions(),
-		Exec: func(_ context.Context, _ []string) error {
+		Exec: noArgs(func(context.Context) error {
 			a, err := auth.New(*secret, "")
 			if err != nil {
 				return err
@@ -35,16 +35,22 @@ func tokenCommand(stdout io.Writer) *ffcli.Command {
 			if err != nil {
 				return err
 			}
+			if *ttl <= 0 {
+				return fmt.Errorf("--ttl must be positive, got %v", *ttl)
+			}
 			w := bufio.NewWriter(stdout)
-			for id := first; id <= last; id++ {
+			for id := first; ; id++ { // up to last, which may be the largest int64
 				tok, err := a.UserToken(id, *ttl)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintln(w, tok)
+				if id == last {
+					break
+				}
 			}
 			return w.Flush()
-		},
+		}),
 	}
 }
 
