@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +162,67 @@ func TestServeFinishesInFlightRequestsOnShutdown(t *testing.T) {
 	}
 	if code := <-answered; code != http.StatusOK {
 		t.Fatalf("the in-flight order got %d; want 200", code)
+	}
+}
+
+// TestSecondSignalEndsADrainAtOnce: the first SIGINT starts a graceful
+// shutdown that waits for an order in flight; a second one ends the
+// process at once instead of after the drain.
+func TestSecondSignalEndsADrainAtOnce(t *testing.T) {
+	bin := buildFlashsale(t)
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--jwt-secret", serveSecret, "--admin-token", serveAdmin,
+		"--strategy", "conditional", "--race-window", "20s")
+	cmd.Dir = t.TempDir() // the embedded SQLite file goes there
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	exited := make(chan struct{})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("serve printed no URL: %v", err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out); _ = cmd.Wait(); close(exited) }()
+	url, _, _ := strings.Cut(strings.TrimPrefix(line, lab.ServingPrefix), " ")
+	var v struct{ ID string }
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(1), &v); code != http.StatusCreated {
+		t.Fatalf("create voucher: %d", code)
+	}
+	a, err := auth.New(serveSecret, serveAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := a.UserToken(9, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // in its 20s race window until the process ends
+		req, _ := http.NewRequest("POST", url+"/api/vouchers/"+v.ID+"/orders", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		t.Fatal("the first SIGINT ended the process without waiting for the order in flight")
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the second SIGINT did not end the process")
 	}
 }
