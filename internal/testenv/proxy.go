@@ -61,19 +61,28 @@ func (p *Proxy) Start() error {
 			if err != nil {
 				return
 			}
-			p.forward(c)
+			p.forward(ln, c)
 		}
 	}()
 	return nil
 }
 
-func (p *Proxy) forward(c net.Conn) {
+// forward connects c, accepted on ln, to Redis, unless ln was closed
+// meanwhile: Stop, which has closed the connections it knew of, must not
+// be left waiting for one that came in while it did.
+func (p *Proxy) forward(ln net.Listener, c net.Conn) {
 	r, err := net.Dial("tcp", p.target)
 	if err != nil {
 		c.Close()
 		return
 	}
 	p.mu.Lock()
+	if p.ln != ln {
+		p.mu.Unlock()
+		c.Close()
+		r.Close()
+		return
+	}
 	p.conns = append(p.conns, c, r)
 	p.mu.Unlock()
 	for dir, pair := range [][2]net.Conn{{r, c}, {c, r}} {
