@@ -31,6 +31,7 @@ const (
 	mysqlDuplicateKey     = 1062
 	mysqlLockWaitTimeout  = 1205
 	mysqlDeadlock         = 1213
+	mysqlRecordChanged    = 1020 // MariaDB innodb_snapshot_isolation (on by default from 11.6.2)
 	mysqlUnknownDatabase  = 1049
 	mysqlCheckViolated    = 3819 // MySQL 8
 	mariadbCheckViolated  = 4025 // MariaDB: CONSTRAINT `x` failed
@@ -64,7 +65,7 @@ func isCheckViolation(err error) bool {
 // whole transaction may succeed if tried again.
 func isBusy(err error) bool {
 	if me, ok := errors.AsType[*mysql.MySQLError](err); ok {
-		return me.Number == mysqlDeadlock || me.Number == mysqlLockWaitTimeout
+		return me.Number == mysqlDeadlock || me.Number == mysqlLockWaitTimeout || me.Number == mysqlRecordChanged
 	}
 	if se, ok := errors.AsType[*sqlite.Error](err); ok {
 		primary := se.Code() & sqliteExtendedCodeLow

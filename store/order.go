@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/flashsale/flashsale"
 )
@@ -23,6 +24,9 @@ func (c Conn) HasOrder(ctx context.Context, voucherID, userID int64) (bool, erro
 	return true, nil
 }
 
+// orderStatuses are the statuses the orders table holds (its CHECK).
+var orderStatuses = []flashsale.OrderStatus{flashsale.StatusPending, flashsale.StatusCreated, flashsale.StatusFailed}
+
 // InsertOrder stores o, with status created when o.Status is empty, and sets
 // o.CreatedAt and o.UpdatedAt to now. It returns EDuplicateOrder when the
 // order's id or its voucher and user are taken: the unique key is the last
@@ -31,6 +35,11 @@ func (c Conn) InsertOrder(ctx context.Context, o *flashsale.Order) error {
 	status := o.Status
 	if status == "" {
 		status = flashsale.StatusCreated
+	}
+	// Checked here, not only by the table's CHECK: MySQL's compares
+	// without case and trailing spaces, and would store "Created".
+	if !slices.Contains(orderStatuses, status) {
+		return flashsale.Errorf(flashsale.EInvalid, "unknown order status %q", status)
 	}
 	t := now()
 	_, err := c.w.ExecContext(ctx, `INSERT INTO orders (id, voucher_id, user_id, status, created_at, updated_at)

@@ -147,7 +147,7 @@ func (c *config) open(ctx context.Context, dsn string) (*sql.DB, error) {
 		if isUnknownDatabase(err) {
 			return nil, fmt.Errorf("store: database %q does not exist on %s; create it first (the store creates tables, not databases): %w", c.databaseName, c.host, err)
 		}
-		return nil, fmt.Errorf("store: connect to %s database %q: %w", c.dialect, c.databaseName, err)
+		return nil, wrap(fmt.Sprintf("connect to %s database %q", c.dialect, c.databaseName), err)
 	}
 	return sdb, nil
 }

@@ -65,12 +65,13 @@ func parseURL(raw string) (*config, error) {
 	return nil, badURL(raw, "unknown scheme")
 }
 
-// badURL builds the error for an unusable URL, with any password redacted.
+// badURL builds the error for an unusable URL, with any password left
+// out: whatever precedes its last '@' may hold one, whether or not the
+// rest parses as a URL (a driver DSN like root:pw@tcp(host)/db, a
+// mistyped scheme, an unescaped '/' in the password).
 func badURL(raw, why string) error {
 	shown := raw
-	if u, err := url.Parse(raw); err == nil {
-		shown = u.Redacted()
-	} else if at := strings.LastIndex(raw, "@"); at >= 0 {
+	if at := strings.LastIndex(raw, "@"); at >= 0 {
 		shown = "…" + raw[at:]
 	}
 	return fmt.Errorf("%w %q: %s; %s", ErrBadURL, shown, why, acceptedURLs)

@@ -64,6 +64,9 @@ func (fl *fleets) describe() string {
 func redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			return "…" + raw[at:] // what precedes may hold a password
+		}
 		return raw
 	}
 	return u.Redacted()
