@@ -4,13 +4,33 @@
 -- (everything before it was delivered and acknowledged). Redis 7.0 has no
 -- XACKDEL, and XTRIM MAXLEN would drop entries nobody has persisted.
 --
--- KEYS[1] orders stream
--- ARGV[1] consumer group, ARGV[2..] entry ids (none: just trim)
+-- It also makes sure Redis records the buyer of every order just persisted.
+-- It always does, but for one case: Redis lost the voucher's keys while a
+-- consumer held a batch, and the voucher was reloaded from MySQL before the
+-- batch was committed there. Its buyers would then be sold another order,
+-- and their units sold again. A buyer Redis did not know takes one unit of
+-- the stock, as the gate would have.
 --
--- Returns {entries acknowledged, entries trimmed}.
+-- KEYS[1] orders stream, KEYS[2] meta hash, KEYS[3] buyers hash
+-- ARGV[1] consumer group, ARGV[2] n, ARGV[3..2+n] entry ids (none: just
+-- trim), then user id, order id pairs of the orders persisted
+--
+-- Returns {entries acknowledged, entries trimmed, buyers recorded}.
+local n = tonumber(ARGV[2])
 local acked = 0
-if #ARGV > 1 then
-  acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
+if n > 0 then
+  acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 3, 2 + n))
+end
+local recorded = 0
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  for i = 3 + n, #ARGV, 2 do
+    if redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1]) == 1 then
+      recorded = recorded + 1
+      if tonumber(redis.call('HGET', KEYS[2], 'stock')) > 0 then
+        redis.call('HINCRBY', KEYS[2], 'stock', -1)
+      end
+    end
+  end
 end
 
 -- before reports whether stream id a sorts before b.
@@ -44,4 +64,4 @@ local trimmed = 0
 if keep ~= nil then
   trimmed = redis.call('XTRIM', KEYS[1], 'MINID', keep)
 end
-return {acked, trimmed}
+return {acked, trimmed, recorded}

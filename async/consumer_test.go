@@ -336,3 +336,32 @@ func TestConsumerWaitsForAStreamRegisteredBeforeItExists(t *testing.T) {
 	e.waitDrained(v.ID, 2)
 	e.checkSold(v, accepted)
 }
+
+// TestBatchPersistedAfterARedisLossRecordsItsBuyers: Redis loses a
+// voucher's keys while a consumer holds a batch of its orders, and the
+// voucher is reloaded from MySQL before the batch reaches MySQL. When the
+// batch lands, its buyers are recorded in Redis and take their units, so
+// they cannot buy again, and the units are not sold twice.
+func TestBatchPersistedAfterARedisLossRecordsItsBuyers(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(10)
+	e.buy(v.ID, users(1, 4)...)
+	entries := e.deliver(v.ID, "c", 4)
+	vk := e.svc.keys.voucher(v.ID)
+	e.do(e.client.B().Del().Key(vk.meta, vk.buyers, vk.orders).Build())
+	if err := e.svc.Reload(ctx, v.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	w := &worker{c: NewConsumer(e.client, e.db, e.consumerConfig()), voucher: v.ID, keys: vk, log: e.log}
+	if err := w.handle(ctx, entries, nil); err != nil {
+		t.Fatal(err)
+	}
+	if stock, initial, buyers := e.snapshot(v.ID); stock != 6 || initial != 10 || buyers != 4 {
+		t.Fatalf("Redis after the batch landed: stock %d, initial %d, buyers %d; want 6, 10, 4", stock, initial, buyers)
+	}
+	if _, err := e.svc.PlaceOrder(ctx, v.ID, 1); code(err) != flashsale.EDuplicateOrder {
+		t.Fatalf("user 1, whose order is in MySQL, ordering again = %v; want a duplicate order", err)
+	}
+}

@@ -373,3 +373,23 @@ func TestReloadCountsOrdersStillInTheStream(t *testing.T) {
 		})
 	}
 }
+
+// TestPointerTTLUnderASecond: an order's pointer is written with a TTL
+// under a second too (EX 0 would be refused, and the order not found by
+// id until persisted).
+func TestPointerTTLUnderASecond(t *testing.T) {
+	e := newEnv(t)
+	svc, err := NewService(e.client, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log, PointerTTL: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := e.voucher(1)
+	o, err := svc.PlaceOrder(context.Background(), v.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pttl, err := e.do(e.client.B().Pttl().Key(svc.keys.order(o.ID)).Build()).AsInt64()
+	if err != nil || pttl <= 0 || pttl > 500 {
+		t.Fatalf("pointer PTTL = %d ms, %v; want in (0, 500]", pttl, err)
+	}
+}

@@ -70,6 +70,9 @@ func (s *Service) decide(ctx context.Context, l *local, voucherID, userID, order
 	user, order := strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)
 	res, err := gateScript.Exec(ctx, s.client, l.gateKeys, []string{user, order}).ToArray()
 	if err != nil {
+		// The gate may have run and accepted the order, its reply lost:
+		// then no pointer is written, and the order the buyer's retry is
+		// refused with is found by id only once it is persisted.
 		return nil, unavailable("gate", err)
 	}
 	code, err := res[0].AsInt64()
@@ -114,7 +117,8 @@ func (s *Service) writePointer(ctx context.Context, o *flashsale.Order) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pointerTimeout)
 	defer cancel()
 	val := strconv.FormatInt(o.VoucherID, 10) + ":" + strconv.FormatInt(o.UserID, 10)
-	cmd := s.client.B().Set().Key(s.keys.order(o.ID)).Value(val).ExSeconds(int64(s.cfg.PointerTTL / time.Second)).Build()
+	ttl := max(s.cfg.PointerTTL.Milliseconds(), 1) // PX: a TTL under a second still expires
+	cmd := s.client.B().Set().Key(s.keys.order(o.ID)).Value(val).PxMilliseconds(ttl).Build()
 	if err := s.client.Do(ctx, cmd).Error(); err != nil {
 		s.log.Warn("async: order accepted, but its pointer was not written; it can be found once persisted",
 			"order", o.ID, "voucher", o.VoucherID, "user", o.UserID, "err", err)

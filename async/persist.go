@@ -69,7 +69,7 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 	if err != nil {
 		return err
 	}
-	if err := w.ack(ctx, append(ack, persisted...)); err != nil {
+	if err := w.ack(ctx, ack, persisted); err != nil {
 		return err
 	}
 	for _, it := range alone {
@@ -92,9 +92,9 @@ func (w *worker) persistAlone(ctx context.Context, it item) error {
 		reason := fmt.Sprintf("delivered %d times; %d attempts to persist it on its own did not finish", it.deliveries, tries-1)
 		err = w.deadLetter(ctx, it, "", "", reason)
 	} else {
-		var persisted []string
+		var persisted []item
 		if persisted, err = w.persist(ctx, []item{it}); err == nil {
-			err = w.ack(ctx, persisted)
+			err = w.ack(ctx, nil, persisted)
 		}
 	}
 	if err != nil {
@@ -110,11 +110,12 @@ func (w *worker) persistAlone(ctx context.Context, it item) error {
 	return w.c.client.Do(ctx, w.c.client.B().Hdel().Key(w.keys.tries).Field(it.entry).Build()).Error()
 }
 
-// persist writes items to MySQL and returns the entries to acknowledge.
-// On a stock shortage it splits the batch to find the orders that fit;
-// an order that does not, or that conflicts with another order of its
-// user, is dead-lettered. MySQL errors are retried until ctx is done.
-func (w *worker) persist(ctx context.Context, items []item) ([]string, error) {
+// persist writes items to MySQL and returns those in MySQL now, to
+// acknowledge. On a stock shortage it splits the batch to find the orders
+// that fit; an order that does not, or that conflicts with another order
+// of its user, is dead-lettered. MySQL errors are retried until ctx is
+// done.
+func (w *worker) persist(ctx context.Context, items []item) ([]item, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -140,7 +141,7 @@ func (w *worker) persist(ctx context.Context, items []item) ([]string, error) {
 	w.c.batches.Add(1)
 	w.c.persisted.Add(uint64(res.Inserted))
 	w.c.alreadyPresent.Add(uint64(res.AlreadyPresent))
-	ack := make([]string, 0, len(items))
+	persisted := make([]item, 0, len(items))
 	for i, out := range res.Outcomes {
 		if out == store.Conflict {
 			if err := w.deadLetter(ctx, items[i], "", "", "conflict: the user has another order for this voucher"); err != nil {
@@ -148,9 +149,9 @@ func (w *worker) persist(ctx context.Context, items []item) ([]string, error) {
 			}
 			continue
 		}
-		ack = append(ack, items[i].entry)
+		persisted = append(persisted, items[i])
 	}
-	return ack, nil
+	return persisted, nil
 }
 
 // persistRetry persists items in one transaction, retrying MySQL errors
@@ -206,11 +207,22 @@ func (w *worker) touch(ctx context.Context, items []item) {
 	}
 }
 
-// ack acknowledges entries and trims the stream (ack.lua). It trims even
-// when there is nothing to acknowledge.
-func (w *worker) ack(ctx context.Context, ids []string) error {
-	args := append([]string{w.c.cfg.Group}, ids...)
-	return ackScript.Exec(ctx, w.c.client, []string{w.keys.orders}, args).Error()
+// ack acknowledges the entries ids (lost from the stream) and persisted,
+// and trims the stream (ack.lua). It trims even when there is nothing to
+// acknowledge. It also records every persisted order's buyer in Redis if
+// Redis does not know it (see ack.lua).
+func (w *worker) ack(ctx context.Context, ids []string, persisted []item) error {
+	args := make([]string, 0, 2+len(ids)+3*len(persisted))
+	args = append(args, w.c.cfg.Group, strconv.Itoa(len(ids)+len(persisted)))
+	args = append(args, ids...)
+	for _, it := range persisted {
+		args = append(args, it.entry)
+	}
+	for _, it := range persisted {
+		args = append(args, strconv.FormatInt(it.order.UserID, 10), strconv.FormatInt(it.order.ID, 10))
+	}
+	keys := []string{w.keys.orders, w.keys.meta, w.keys.buyers}
+	return ackScript.Exec(ctx, w.c.client, keys, args).Error()
 }
 
 // deadLetter moves an entry to the dead-letter stream with the reason and

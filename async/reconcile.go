@@ -52,9 +52,12 @@ const (
 	// between its two steps). Repaired by registering the voucher again.
 	DiffUnregistered DiffKind = "unregistered"
 	// DiffUnknownOrder: MySQL has an order whose user is not a buyer in
-	// Redis. Not repaired: making the user a buyer would change the stock
-	// accounting that the gate runs on; reload the voucher (delete its
-	// Redis keys when no order is in flight) if MySQL is right.
+	// Redis. A consumer records the buyer of every order it persists, so
+	// this is left by orders that reached MySQL some other way (written by
+	// hand, or by another strategy). Not repaired: making the user a buyer
+	// would change the stock accounting that the gate runs on; reload the
+	// voucher (delete its Redis keys when no order is in flight) if MySQL
+	// is right.
 	DiffUnknownOrder DiffKind = "unknown_order"
 )
 
