@@ -49,7 +49,7 @@ func StartProcess(ctx context.Context, cmd *exec.Cmd, log string, timeout time.D
 		f.Close()
 		return nil, err
 	}
-	dieWithParent(cmd)
+	supervise(cmd)
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)

@@ -65,6 +65,20 @@ func TestServersDieWithTheLab(t *testing.T) {
 	}
 	defer syscall.Kill(child, syscall.SIGKILL) //nolint:errcheck // gone already, if the test passes
 
+	// A Ctrl-C at the terminal reaches the lab's process group only: the
+	// lab stops its servers itself, gracefully.
+	childGroup, err := syscall.Getpgid(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labGroup, err := syscall.Getpgid(parent.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if childGroup == labGroup {
+		t.Errorf("server %d runs in its lab's process group %d", child, labGroup)
+	}
+
 	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -226,8 +226,9 @@ func (l *Lock) recount(ctx context.Context, want int64, err error) (int64, error
 // failed is no longer renewed, and expires with its lease if Unlock is not
 // called again; other holds are renewed as long as the lock is held. A
 // release whose reply was lost is checked in Redis first: if it ran,
-// Unlock returns nil, so calling Unlock again after an error never drops
-// a second hold. For the last hold this check needs the lease to be known
+// Unlock returns nil, so calling Unlock again after an error does not drop
+// a second hold, unless the first release was still on its way when it
+// was checked. For the last hold this check needs the lease to be known
 // to last; after that, Redis cannot tell a release from an expiry.)
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -341,7 +342,8 @@ func (l *Lock) release(ctx context.Context, p pass) error {
 // ErrNotHeld if the lock expired or is someone else's. It waits for Redis
 // only while the current lease is known to last, or a third of the lease
 // if that is less: if Redis does not answer by then, it returns an error,
-// and Lost is closed once the lease is over.
+// and Lost is closed once the lease is over, unless a watchdog renewal
+// gets through first.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -107,7 +107,7 @@ func (c *benchConfig) validate() error {
 		return fmt.Errorf("--requests (%d) must be at least --users (%d)", c.requests, c.users)
 	case c.concurrency < 2:
 		return errors.New("--concurrency must be at least 2 (a double click is two requests in flight)")
-	case c.rate < 0 || c.doubles < 0 || c.doubles > 1:
+	case !(c.rate >= 0) || !(c.doubles >= 0 && c.doubles <= 1): // NaN too
 		return errors.New("--rate must not be negative and --double-clicks must be within [0, 1]")
 	case c.raceWindow < 0 || !(c.rateUser >= 0) || !(c.rateIP >= 0): // NaN too
 		return errors.New("--race-window and the rate limits must not be negative")

@@ -34,6 +34,8 @@ func TestCommandsRejectBadFlags(t *testing.T) {
 		{"token already expired", []string{"token", "--jwt-secret", strings.Repeat("s", 32), "--user", "1", "--ttl", "-1h"}, "--ttl must be positive", false},
 		{"bench: no request timeout", []string{"bench", "--timeout", "-1s"}, "must be positive", false},
 		{"bench: NaN rate limit", []string{"bench", "--rate-limit-user", "NaN"}, "rate limits must not be negative", false},
+		{"bench: NaN rate", []string{"bench", "--rate", "NaN"}, "--rate must not be negative", false},
+		{"bench: NaN double clicks", []string{"bench", "--double-clicks", "NaN"}, "--double-clicks must be within [0, 1]", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,5 +58,20 @@ func TestTokenReachesTheLargestUserID(t *testing.T) {
 	}
 	if lines := strings.Count(stdout.String(), "\n"); lines != 2 {
 		t.Fatalf("%d tokens printed, want 2:\n%s", lines, stdout.String())
+	}
+}
+
+func TestRedactHidesPasswords(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"mysql://root:s3cret@127.0.0.1:3306/db", "mysql://root:xxxxx@127.0.0.1:3306/db"},
+		{"redis://:s3cret@127.0.0.1:6379/0", "redis://:xxxxx@127.0.0.1:6379/0"},
+		{"root:s3cret@tcp(127.0.0.1:3306)/db", "…@tcp(127.0.0.1:3306)/db"},
+		{"mysql:/root:s3cret@127.0.0.1:3306/db", "…@127.0.0.1:3306/db"},
+		{"sqlite:///tmp/x.db", "sqlite:///tmp/x.db"},
+	}
+	for _, tt := range tests {
+		if got := redact(tt.in); got != tt.want {
+			t.Errorf("redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

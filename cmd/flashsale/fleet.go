@@ -63,13 +63,13 @@ func (fl *fleets) describe() string {
 // redact hides a URL's password.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		if at := strings.LastIndex(raw, "@"); at >= 0 {
-			return "…" + raw[at:] // what precedes may hold a password
-		}
-		return raw
+	if err == nil && u.User != nil && u.Opaque == "" {
+		return u.Redacted()
 	}
-	return u.Redacted()
+	if at := strings.LastIndex(raw, "@"); at >= 0 {
+		return "…" + raw[at:] // not a URL with user info: what precedes may hold a password
+	}
+	return raw
 }
 
 // serveArgs are the serve flags of an instance of the strategy, backends
