@@ -192,56 +192,51 @@ func fenceOf(l *Lock) int64 {
 	return l.Fence()
 }
 
-func TestLateGrantIsConfirmedBeforeLockReturns(t *testing.T) {
+// lateGrantClients returns a client a behind a proxy that checks for its
+// grants every fallback, a direct client b whose releases hand the lock on
+// with handoffLease, the proxy, and a direct Redis client.
+func lateGrantClients(t *testing.T, fallback, handoffLease time.Duration) (a, b *Client, p *testenv.Proxy, rc rueidis.Client) {
+	t.Helper()
 	rc, prefix := testenv.Redis(t)
-	p := testenv.StartProxy(t)
-	// Client a learns of grants only by push: its fallback check is far off.
-	// b's releases hand the lock on with a 10ms lease.
-	a := New(p.Client(t), WithPrefix(prefix), WithFallback(time.Minute, time.Minute))
+	p = testenv.StartProxy(t)
+	a = New(p.Client(t), WithPrefix(prefix), WithFallback(fallback, fallback))
 	t.Cleanup(func() { a.Close() })
-	b := New(rc, WithPrefix(prefix), WithHandoffLease(10*time.Millisecond))
+	b = New(rc, WithPrefix(prefix), WithHandoffLease(handoffLease))
 	t.Cleanup(func() { b.Close() })
-	first := mustLock(t, timeout(t, 5*time.Second), b.Mutex("a"))
-	got := queuedLock(t, rc, a.Mutex("a"))
-
-	// The release hands the lock to a's waiter with a 10ms lease, and the
-	// push that tells it so is held up until long after that lease.
-	p.FreezeReplies()
-	mustUnlock(t, first)
-	time.Sleep(100 * time.Millisecond)
-	second, err := b.Mutex("a").TryLock(context.Background())
-	if err != nil {
-		t.Fatalf("TryLock after the handoff lease ran out: %v", err)
-	}
-	p.Thaw()
-	wantLockAfter(t, got, second)
+	return a, b, p, rc
 }
 
-// TestLateCheckReplyIsConfirmedBeforeLockReturns: a waiter's check finds
-// the lock handed to it, but its reply is held up past that handoff lease
-// while another client takes the lock: Lock must not return the grant.
-func TestLateCheckReplyIsConfirmedBeforeLockReturns(t *testing.T) {
-	rc, prefix := testenv.Redis(t)
-	p := testenv.StartProxy(t)
-	a := New(p.Client(t), WithPrefix(prefix), WithFallback(20*time.Millisecond, 20*time.Millisecond))
-	t.Cleanup(func() { a.Close() })
-	b := New(rc, WithPrefix(prefix), WithHandoffLease(150*time.Millisecond))
-	t.Cleanup(func() { b.Close() })
-	first := mustLock(t, timeout(t, 5*time.Second), b.Mutex("a"))
-	got := queuedLock(t, rc, a.Mutex("a"))
-
-	// The release hands the lock to a for 150ms; a's next check (within
-	// 20ms) runs in Redis and finds it, but its reply, like the push, is
-	// held up until after the 150ms.
-	p.FreezeReplies()
-	mustUnlock(t, first)
-	time.Sleep(400 * time.Millisecond)
-	second, err := b.Mutex("a").TryLock(context.Background())
-	if err != nil {
-		t.Fatalf("TryLock after the handoff lease ran out: %v", err)
+// TestLateGrantIsConfirmedBeforeLockReturns: b's release hands the lock to
+// a's waiter, but a learns of it only after that handoff lease ran out and
+// b took the lock again: by a push (a's checks are far off), or by the
+// reply of a check that ran in Redis in time (a checks every 20ms). Lock
+// must not return the grant.
+func TestLateGrantIsConfirmedBeforeLockReturns(t *testing.T) {
+	tests := []struct {
+		name                   string
+		fallback, handoffLease time.Duration
+		heldUp                 time.Duration // how long replies and pushes are held up
+	}{
+		{"push", time.Minute, 10 * time.Millisecond, 100 * time.Millisecond},
+		{"check reply", 20 * time.Millisecond, 150 * time.Millisecond, 400 * time.Millisecond},
 	}
-	p.Thaw()
-	wantLockAfter(t, got, second)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b, p, rc := lateGrantClients(t, tt.fallback, tt.handoffLease)
+			first := mustLock(t, timeout(t, 5*time.Second), b.Mutex("a"))
+			got := queuedLock(t, rc, a.Mutex("a"))
+
+			p.FreezeReplies()
+			mustUnlock(t, first)
+			time.Sleep(tt.heldUp)
+			second, err := b.Mutex("a").TryLock(context.Background())
+			if err != nil {
+				t.Fatalf("TryLock after the handoff lease ran out: %v", err)
+			}
+			p.Thaw()
+			wantLockAfter(t, got, second)
+		})
+	}
 }
 
 // TestStalePushAfterARegrantKeepsFencesInOrder: a waiter's push is held up
@@ -250,12 +245,7 @@ func TestLateCheckReplyIsConfirmedBeforeLockReturns(t *testing.T) {
 // must take the new grant's fence, not the stale one's, which is older
 // than the other client's.
 func TestStalePushAfterARegrantKeepsFencesInOrder(t *testing.T) {
-	rc, prefix := testenv.Redis(t)
-	p := testenv.StartProxy(t)
-	a := New(p.Client(t), WithPrefix(prefix), WithFallback(time.Minute, time.Minute))
-	t.Cleanup(func() { a.Close() })
-	b := New(rc, WithPrefix(prefix), WithHandoffLease(10*time.Millisecond))
-	t.Cleanup(func() { b.Close() })
+	a, b, p, rc := lateGrantClients(t, time.Minute, 10*time.Millisecond)
 	ctx := context.Background()
 	first := mustLock(t, timeout(t, 5*time.Second), b.Mutex("a"))
 	m := first.m

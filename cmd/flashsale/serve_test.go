@@ -56,6 +56,20 @@ func startServe(t *testing.T, args ...string) (string, func() error) {
 	return url, stop
 }
 
+// userToken returns a token of user id for the servers these tests start.
+func userToken(t *testing.T, id int64) string {
+	t.Helper()
+	a, err := auth.New(serveSecret, serveAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := a.UserToken(id, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
 // call sends a request and decodes the JSON answer into out.
 func call(t *testing.T, method, url, token, body string, out any) int {
 	t.Helper()
@@ -88,14 +102,7 @@ func voucherBody(stock int) string {
 // --db: a voucher, an order, its lookup (async: pending, then created once
 // its consumer persisted it), readiness, and a clean shutdown.
 func TestServeOnEmbeddedBackends(t *testing.T) {
-	a, err := auth.New(serveSecret, serveAdmin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := a.UserToken(7, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := userToken(t, 7)
 	for _, name := range strategies() {
 		t.Run(name, func(t *testing.T) {
 			url, stop := startServe(t, "--strategy", name)
@@ -138,14 +145,7 @@ func TestServeOnEmbeddedBackends(t *testing.T) {
 // TestServeFinishesInFlightRequestsOnShutdown stops the server while an
 // order is inside its race window: the order still completes.
 func TestServeFinishesInFlightRequestsOnShutdown(t *testing.T) {
-	a, err := auth.New(serveSecret, serveAdmin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := a.UserToken(9, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := userToken(t, 9)
 	url, stop := startServe(t, "--strategy", "conditional", "--race-window", "700ms")
 	var v struct{ ID string }
 	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(1), &v); code != http.StatusCreated {
@@ -192,14 +192,7 @@ func TestSecondSignalEndsADrainAtOnce(t *testing.T) {
 	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(1), &v); code != http.StatusCreated {
 		t.Fatalf("create voucher: %d", code)
 	}
-	a, err := auth.New(serveSecret, serveAdmin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := a.UserToken(9, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := userToken(t, 9)
 	go func() { // in its 20s race window until the process ends
 		req, _ := http.NewRequest("POST", url+"/api/vouchers/"+v.ID+"/orders", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
