@@ -393,3 +393,25 @@ func TestPointerTTLUnderASecond(t *testing.T) {
 		t.Fatalf("pointer PTTL = %d ms, %v; want in (0, 500]", pttl, err)
 	}
 }
+
+// TestReloadReturnsWhenItsCallerStopsWaiting: a load that hangs (Redis
+// silent) holds its callers no longer than their own deadline; the load
+// itself goes on, bounded by its own timeout.
+func TestReloadReturnsWhenItsCallerStopsWaiting(t *testing.T) {
+	e := newEnv(t)
+	v := e.voucher(10)
+	p := testenv.StartProxy(t)
+	svc, err := NewService(p.Client(t), e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Freeze()
+	defer p.Thaw()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = svc.Reload(ctx, v.ID)
+	if waited := time.Since(start); code(err) != flashsale.EUnavailable || waited > 2*time.Second {
+		t.Fatalf("Reload with Redis silent = %v after %v; want unavailable once the 300ms deadline passed", err, waited)
+	}
+}

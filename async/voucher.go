@@ -100,14 +100,21 @@ func (s *Service) static(ctx context.Context, id int64) (flashsale.Voucher, erro
 // and the orders still in its stream (accepted but not persisted). It is
 // idempotent and safe to run from several instances at once: only the
 // first load writes the stock. It returns ENotFound when the voucher is
-// not in MySQL either. Concurrent calls for one voucher share one load.
+// not in MySQL either. Concurrent calls for one voucher share one load,
+// which goes on when they stop waiting: a caller whose ctx ends first gets
+// EUnavailable.
 func (s *Service) Reload(ctx context.Context, voucherID int64) error {
-	_, err, _ := s.loads.Do(strconv.FormatInt(voucherID, 10), func() (any, error) {
+	load := s.loads.DoChan(strconv.FormatInt(voucherID, 10), func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
 		defer cancel()
 		return nil, s.reload(ctx, voucherID)
 	})
-	return err
+	select {
+	case r := <-load:
+		return r.Err
+	case <-ctx.Done():
+		return unavailable(fmt.Sprintf("reload voucher %d", voucherID), ctx.Err())
+	}
 }
 
 // reload is Reload without the sharing.
