@@ -171,13 +171,20 @@ func wantLockAfter(t *testing.T, got <-chan lockResult, holder *Lock) {
 	case <-time.After(500 * time.Millisecond):
 	}
 	mustUnlock(t, holder)
+	wantLockAbove(t, got, holder.Fence())
+}
+
+// wantLockAbove asserts that the waiter behind got, now that the lock is
+// free, returns with a fence above fence, and unlocks it.
+func wantLockAbove(t *testing.T, got <-chan lockResult, fence int64) {
+	t.Helper()
 	select {
 	case r := <-got:
 		if r.err != nil {
 			t.Fatalf("the waiter's Lock: %v", r.err)
 		}
-		if r.l.Fence() <= holder.Fence() {
-			t.Errorf("the waiter got fence %d after %d", r.l.Fence(), holder.Fence())
+		if r.l.Fence() <= fence {
+			t.Errorf("the waiter got fence %d after %d", r.l.Fence(), fence)
 		}
 		mustUnlock(t, r.l)
 	case <-time.After(5 * time.Second):
@@ -268,18 +275,7 @@ func TestStalePushAfterARegrantKeepsFencesInOrder(t *testing.T) {
 	}
 	mustUnlock(t, second) // grant and push 2 to a, with a fence above second's
 	p.Thaw()
-	select {
-	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("a's Lock: %v", r.err)
-		}
-		if r.l.Fence() <= second.Fence() {
-			t.Errorf("a got fence %d after %d", r.l.Fence(), second.Fence())
-		}
-		mustUnlock(t, r.l)
-	case <-time.After(5 * time.Second):
-		t.Fatal("a's Lock did not return")
-	}
+	wantLockAbove(t, got, second.Fence())
 }
 
 // TestUnlockWhoseReplyIsLostDropsOneHold: an Unlock of an inner hold runs
