@@ -35,7 +35,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
 	e.waitDrained(v.ID, 10)
 	stop()
-	if rep, err := r.Voucher(ctx, v.ID, false); err != nil || len(rep.Diffs) != 0 || rep.Buyers != 10 || rep.Orders != 10 {
+	if rep, err := r.Check(ctx, v.ID); err != nil || len(rep.Diffs) != 0 || rep.Buyers != 10 || rep.Orders != 10 {
 		t.Fatalf("before crafting: %+v, %v; want no differences", rep, err)
 	}
 
@@ -50,7 +50,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 	e.buy(v.ID, 11)
 	entry := e.deliver(v.ID, "c", 1)[0]
 	keys := []string{vk.orders, vk.dead, vk.failed}
-	args := []string{DefaultGroup, entry.ID, entry.FieldValues["o"], "11", "crafted", "1"}
+	args := []string{DefaultGroup, entry.ID, entry.FieldValues[fieldOrder], "11", "crafted", "1"}
 	if err := deadScript.Exec(ctx, e.client, keys, args).Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 	// User 13's order is waiting in the stream: in flight, no difference.
 	waiting := e.buy(v.ID, 13)
 
-	rep, err := r.Voucher(ctx, v.ID, false)
+	rep, err := r.Check(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 		t.Fatalf("report = %v, in flight %d, dead letters %d; want %v, 1, 1", got, rep.InFlight, rep.DeadLetters, want)
 	}
 
-	rep, err = r.Voucher(ctx, v.ID, true)
+	rep, err = r.Repair(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 	again := e.buy(v.ID, 11)
 	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
 	e.waitDrained(v.ID, 13)
-	rep, err = r.Voucher(ctx, v.ID, false)
+	rep, err = r.Check(ctx, v.ID)
 	if err != nil || len(rep.Diffs) != 0 {
 		t.Fatalf("after the repair and the drain: %+v, %v; want no differences", rep, err)
 	}
@@ -118,7 +118,7 @@ func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	reports, err := r.All(ctx, true)
+	reports, err := r.RepairAll(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,17 +158,17 @@ func TestReconcileRegistersAVoucherWithUnreadOrders(t *testing.T) {
 	waiting := e.buy(v.ID, 1, 2)
 	e.do(e.client.B().Srem().Key(e.svc.keys.registry()).Member(itoa(v.ID)).Build())
 
-	rep, err := r.Voucher(ctx, v.ID, false)
+	rep, err := r.Check(ctx, v.ID)
 	if got, want := kinds(rep.Diffs), []string{"unregistered 0"}; err != nil || !slices.Equal(got, want) || rep.InFlight != 2 {
 		t.Fatalf("report = %v, in flight %d, %v; want %v, 2", got, rep.InFlight, err, want)
 	}
-	rep, err = r.Voucher(ctx, v.ID, true)
+	rep, err = r.Repair(ctx, v.ID)
 	if got, want := kinds(rep.Diffs), []string{"unregistered 0 fixed"}; err != nil || !slices.Equal(got, want) {
 		t.Fatalf("fix = %v, %v; want %v", got, err, want)
 	}
 	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
 	e.waitDrained(v.ID, 2)
-	if rep, err := r.Voucher(ctx, v.ID, false); err != nil || len(rep.Diffs) != 0 {
+	if rep, err := r.Check(ctx, v.ID); err != nil || len(rep.Diffs) != 0 {
 		t.Fatalf("after the repair and the drain: %v, %v; want no differences", kinds(rep.Diffs), err)
 	}
 	e.checkSold(v, waiting)
