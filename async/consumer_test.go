@@ -33,6 +33,9 @@ func TestStockShortOrdersAreDeadLettered(t *testing.T) {
 		if !strings.Contains(d.FieldValues[fieldReason], "stock short") {
 			t.Errorf("dead letter %v: want reason stock short", d.FieldValues)
 		}
+		if d.FieldValues[fieldKind] != string(DeadStockShort) {
+			t.Errorf("dead letter %v: want kind %s", d.FieldValues, DeadStockShort)
+		}
 	}
 	var created, failed int
 	for _, o := range accepted {
@@ -85,6 +88,9 @@ func TestConflictingOrderIsDeadLettered(t *testing.T) {
 	d := e.deadLetters(v.ID)[0].FieldValues
 	if d[fieldOrder] != itoa(o.ID) || d[fieldUser] != "7" || !strings.Contains(d[fieldReason], "conflict") {
 		t.Errorf("dead letter = %v; want order %d of user 7, conflict", d, o.ID)
+	}
+	if d[fieldKind] != string(DeadConflict) {
+		t.Errorf("dead letter = %v; want kind %s", d, DeadConflict)
 	}
 }
 

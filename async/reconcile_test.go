@@ -173,3 +173,62 @@ func TestReconcileRegistersAVoucherWithUnreadOrders(t *testing.T) {
 	}
 	e.checkSold(v, waiting)
 }
+
+// TestReconcileDecidesDeadLettersByKind: whether a dead-lettered unit is
+// given back is decided on the entry's kind; an entry written before dead
+// letters had a kind (only the text reason) is judged by its reason.
+func TestReconcileDecidesDeadLettersByKind(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(10)
+	vk := e.svc.keys.voucher(v.ID)
+	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	stockShortText := "store: stock short: voucher " + itoa(v.ID) + " has 0 left, the batch needs 1"
+	// user → dead.lua's reason and kind; an empty kind is the old format
+	// (the script is called without the kind argument).
+	letters := []struct {
+		user         int64
+		reason, kind string
+		givenBack    bool
+	}{
+		{1, stockShortText, "", false},           // old format, stock short
+		{2, "conflict: another order", "", true}, // old format, anything else
+		{3, "reason text says nothing", string(DeadStockShort), false},
+		{4, stockShortText, string(DeadConflict), true}, // the kind wins over the text
+	}
+	for _, l := range letters {
+		e.buy(v.ID, l.user)
+		entry := e.deliver(v.ID, "c", 1)[0]
+		args := []string{DefaultGroup, entry.ID, entry.FieldValues[fieldOrder], itoa(l.user), l.reason, "1"}
+		if l.kind != "" {
+			args = append(args, l.kind)
+		}
+		if err := deadScript.Exec(ctx, e.client, []string{vk.orders, vk.dead, vk.failed}, args).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := e.deadLetters(v.ID)
+	if len(dead) != 4 || dead[0].FieldValues[fieldKind] != "" || dead[2].FieldValues[fieldKind] != string(DeadStockShort) {
+		t.Fatalf("dead letters = %v; want 4, the first without a kind, the third %s", dead, DeadStockShort)
+	}
+	rep, err := r.Repair(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, l := range letters {
+		if l.givenBack {
+			want = append(want, "dead_letter "+itoa(l.user)+" fixed")
+		} else {
+			want = append(want, "dead_letter "+itoa(l.user))
+		}
+	}
+	slices.Sort(want)
+	if got := kinds(rep.Diffs); !slices.Equal(got, want) {
+		t.Fatalf("repair = %v; want %v", got, want)
+	}
+	stock, err := e.do(e.client.B().Hget().Key(vk.meta).Field("stock").Build()).AsInt64()
+	if err != nil || stock != 10-4+2 {
+		t.Errorf("Redis stock after the repair = %d, %v; want %d (two units given back)", stock, err, 10-4+2)
+	}
+}
