@@ -55,7 +55,7 @@ func TestStockShortOrdersAreDeadLettered(t *testing.T) {
 	}
 	// Reconciliation reports them but gives no unit back to Redis: MySQL
 	// has none, so a buyer accepted for it would fail the same way.
-	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	r := e.reconciler()
 	rep, err := r.Repair(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)

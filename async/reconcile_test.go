@@ -29,7 +29,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 	ctx := context.Background()
 	v := e.voucher(20)
 	vk := e.svc.keys.voucher(v.ID)
-	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	r := e.reconciler()
 
 	persisted := e.buy(v.ID, users(1, 10)...)
 	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
@@ -47,13 +47,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	// User 11's order is dead-lettered by a consumer.
-	e.buy(v.ID, 11)
-	entry := e.deliver(v.ID, "c", 1)[0]
-	keys := []string{vk.orders, vk.dead, vk.failed}
-	args := []string{DefaultGroup, entry.ID, entry.FieldValues[fieldOrder], "11", "crafted", "1"}
-	if err := deadScript.Exec(ctx, e.client, keys, args).Error(); err != nil {
-		t.Fatal(err)
-	}
+	e.buyDeadLettered(v.ID, 11, "crafted", "")
 	// User 12's entry is lost from the stream before anyone read it.
 	lost := e.buy(v.ID, 12)[0]
 	unread, err := e.do(e.client.B().Xrange().Key(vk.orders).Start("-").End("+").Build()).AsXRange()
@@ -97,7 +91,7 @@ func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
 	ctx := context.Background()
 	v := e.voucher(10)
 	vk := e.svc.keys.voucher(v.ID)
-	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	r := e.reconciler()
 	accepted := e.buy(v.ID, 1, 2)
 	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
 	e.waitDrained(v.ID, 2)
@@ -154,7 +148,7 @@ func TestReconcileRegistersAVoucherWithUnreadOrders(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	v := e.voucher(10)
-	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	r := e.reconciler()
 	waiting := e.buy(v.ID, 1, 2)
 	e.do(e.client.B().Srem().Key(e.svc.keys.registry()).Member(itoa(v.ID)).Build())
 
@@ -179,10 +173,7 @@ func TestReconcileRegistersAVoucherWithUnreadOrders(t *testing.T) {
 // letters had a kind (only the text reason) is judged by its reason.
 func TestReconcileDecidesDeadLettersByKind(t *testing.T) {
 	e := newEnv(t)
-	ctx := context.Background()
 	v := e.voucher(10)
-	vk := e.svc.keys.voucher(v.ID)
-	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
 	stockShortText := "store: stock short: voucher " + itoa(v.ID) + " has 0 left, the batch needs 1"
 	// user → dead.lua's reason and kind; an empty kind is the old format
 	// (the script is called without the kind argument).
@@ -197,21 +188,13 @@ func TestReconcileDecidesDeadLettersByKind(t *testing.T) {
 		{4, stockShortText, string(DeadConflict), true}, // the kind wins over the text
 	}
 	for _, l := range letters {
-		e.buy(v.ID, l.user)
-		entry := e.deliver(v.ID, "c", 1)[0]
-		args := []string{DefaultGroup, entry.ID, entry.FieldValues[fieldOrder], itoa(l.user), l.reason, "1"}
-		if l.kind != "" {
-			args = append(args, l.kind)
-		}
-		if err := deadScript.Exec(ctx, e.client, []string{vk.orders, vk.dead, vk.failed}, args).Error(); err != nil {
-			t.Fatal(err)
-		}
+		e.buyDeadLettered(v.ID, l.user, l.reason, l.kind)
 	}
 	dead := e.deadLetters(v.ID)
 	if len(dead) != 4 || dead[0].FieldValues[fieldKind] != "" || dead[2].FieldValues[fieldKind] != string(DeadStockShort) {
 		t.Fatalf("dead letters = %v; want 4, the first without a kind, the third %s", dead, DeadStockShort)
 	}
-	rep, err := r.Repair(ctx, v.ID)
+	rep, err := e.reconciler().Repair(context.Background(), v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +210,30 @@ func TestReconcileDecidesDeadLettersByKind(t *testing.T) {
 	if got := kinds(rep.Diffs); !slices.Equal(got, want) {
 		t.Fatalf("repair = %v; want %v", got, want)
 	}
-	stock, err := e.do(e.client.B().Hget().Key(vk.meta).Field("stock").Build()).AsInt64()
+	stock, err := e.do(e.client.B().Hget().Key(e.svc.keys.voucher(v.ID).meta).Field("stock").Build()).AsInt64()
 	if err != nil || stock != 10-4+2 {
 		t.Errorf("Redis stock after the repair = %d, %v; want %d (two units given back)", stock, err, 10-4+2)
+	}
+}
+
+// reconciler returns a Reconciler on the env's Redis, store and prefix.
+func (e *env) reconciler() *Reconciler {
+	return NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+}
+
+// buyDeadLettered buys for user and dead-letters the order as a consumer
+// would, with reason and kind; an empty kind writes the format of before
+// dead letters had one.
+func (e *env) buyDeadLettered(voucherID, user int64, reason, kind string) {
+	e.t.Helper()
+	vk := e.svc.keys.voucher(voucherID)
+	e.buy(voucherID, user)
+	entry := e.deliver(voucherID, "c", 1)[0]
+	args := []string{DefaultGroup, entry.ID, entry.FieldValues[fieldOrder], itoa(user), reason, "1"}
+	if kind != "" {
+		args = append(args, kind)
+	}
+	if err := deadScript.Exec(context.Background(), e.client, []string{vk.orders, vk.dead, vk.failed}, args).Error(); err != nil {
+		e.t.Fatal(err)
 	}
 }
