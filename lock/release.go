@@ -42,10 +42,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 // releaseReply is what the release script's run told.
 type releaseReply struct {
-	left      int64  // holds left in Redis; -1: the handle did not hold the lock
-	grant     *grant // the lock went to the plan's next waiter
-	replyLost bool   // the script may or may not have run
-	err       error  // the release is not known to have happened
+	left      int64 // holds left in Redis; -1: the handle did not hold the lock
+	granted   bool  // the lock went to the plan's next waiter, with grant
+	grant     grant // granted: the grant to it
+	replyLost bool  // the script may or may not have run
+	err       error // the release is not known to have happened
 }
 
 // release drops a hold of l in Redis as p plans it (unlockDrop,
@@ -61,19 +62,13 @@ func (l *Lock) release(ctx context.Context, p unlockPlan) error {
 	if p.next != nil {
 		// A release that kept a hold did not look at the waiter, and one
 		// whose reply was lost may have granted it: it checks.
-		l.m.client.handedOn(p.next, r.grant, r.replyLost || r.left > 0)
+		var g *grant
+		if r.granted {
+			g = &r.grant
+		}
+		l.m.client.handedOn(p.next, g, r.replyLost || r.left > 0)
 	}
 	return l.settleRelease(ctx, p, r)
-}
-
-// releaseArgs returns the ARGV of the release script for p (see
-// scripts/common.lua).
-func (l *Lock) releaseArgs(p unlockPlan) []string {
-	args := []string{l.t.token, l.m.settingsArg}
-	if n := p.next; n != nil {
-		args = append(args, n.token, n.m.leaseArg, strconv.Itoa(n.block), flag(p.successor == successorContinues))
-	}
-	return args
 }
 
 // runRelease runs the release script and decodes its reply.
@@ -81,8 +76,14 @@ func (l *Lock) runRelease(ctx context.Context, p unlockPlan) releaseReply {
 	l.mu.Lock()
 	before, unsure := l.holds, l.unsure
 	l.mu.Unlock()
+	// ARGV: see scripts/common.lua. Built here, not returned by a helper,
+	// so that it stays on the stack.
+	args := []string{l.t.token, l.m.settingsArg}
+	if n := p.next; n != nil {
+		args = append(args, n.token, n.m.leaseArg, strconv.Itoa(n.block), flag(p.successor == successorContinues))
+	}
 	sent := time.Now()
-	v, err := releaseScript.Exec(detach(ctx), l.m.client.rc, l.m.keys(), l.releaseArgs(p)).ToMessage()
+	v, err := releaseScript.Exec(detach(ctx), l.m.client.rc, l.m.keys(), args).ToMessage()
 	switch {
 	case err != nil:
 		return l.lostReleaseReply(ctx, p, before, unsure, err)
@@ -95,7 +96,7 @@ func (l *Lock) runRelease(ctx context.Context, p unlockPlan) releaseReply {
 		return releaseReply{err: err}
 	}
 	g.sent, g.cont = sent, p.rest
-	return releaseReply{grant: &g}
+	return releaseReply{granted: true, grant: g}
 }
 
 // lostReleaseReply finds out, when the release script's reply was lost
