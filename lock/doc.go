@@ -51,7 +51,7 @@
 // Lock N uses the keys <prefix>{N} (hash), <prefix>{N}:q (wait queue) and
 // <prefix>{N}:f (last fencing token), and publishes grants on
 // <prefix>ch:<client id>. Idle locks leave only the fence key, which expires
-// after the fence retention (24h, WithFenceRetention).
+// at most the fence retention (24h, WithFenceRetention) after it was set.
 //
 // How the lock works (turns, queues, handoffs, fencing-token blocks) is in
 // DESIGN.md beside this file.
