@@ -110,8 +110,7 @@ func msAt(sorted []time.Duration, q float64) float64 {
 	return float64(sorted[i]) / float64(time.Millisecond)
 }
 
-// BenchmarkContendedProcesses is the seeds' worst case as the lead measures
-// it: 64 goroutines spread over 3 processes (22+21+21) on one key, for
+// BenchmarkContendedProcesses is the worst case the lock is built for: 64 goroutines spread over 3 processes (22+21+21) on one key, for
 // LOCK_CONTENDED_DURATION (default 5s) whatever b.N is. It reports
 // acquisitions per second, the wait in Lock, Jain's fairness index and
 // overlapping holds (which fail it).

@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
@@ -43,66 +42,26 @@ type ctxKey struct{}
 // closedChan is what Lost returns for a lock lost before anyone asked.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func newHandle(ctx context.Context, m *Mutex, t *turn, token string, fence int64) *Lock {
-	l := new(Lock)
-	initHandle(l, ctx, m, t, token, fence)
-	return l
-}
-
-// initHandle makes l a held handle of turn t.
-func initHandle(l *Lock, ctx context.Context, m *Mutex, t *turn, token string, fence int64) {
-	l.m, l.t, l.token, l.fence, l.values, l.holds = m, t, token, fence, ctx, 1
-	l.outer, _ = ctx.Value(ctxKey{}).(*Lock)
-}
-
-// newLock returns the handle of a grant to token that begins a turn of its
-// own, outside the lock's line, and starts its renewal or expiry timer.
-func (m *Mutex) newLock(ctx context.Context, token string, g grant, sent time.Time) *Lock {
-	g.sent = sent
-	c := m.client
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.grantLocked(ctx, m, token, g)
-}
-
 // Name returns the name of the lock.
 func (l *Lock) Name() string { return l.m.name }
 
 // Token returns the random owner token of this acquisition:
-// "<client id>:<random>". The first acquisition of a Client's turn is
-// stored in Redis under it; the others of the turn are checked against the
-// turn within the Client (see the package doc).
+// "<client id>:<random>". Each acquisition has its own, re-entries share
+// it.
 func (l *Lock) Token() string { return l.token }
 
 // Fence returns the fencing token of this acquisition. Tokens of one lock
-// name strictly increase from one acquisition to the next (re-entries share
-// their acquisition's token), so a resource that remembers the highest
-// token it has accepted can refuse a holder whose lease ran out while it
-// was paused, and whose lock is now someone else's:
+// name strictly increase in the order the lock is held (re-entries share
+// their acquisition's token); they are not consecutive. A resource that
+// remembers the highest token it has accepted can refuse a holder whose
+// lease ran out while it was paused, and whose lock is now someone else's:
 //
 //	UPDATE t SET v = ?, fence = ? WHERE id = ? AND fence < ?
 //
 // run with (v, l.Fence(), id, l.Fence()) changes no row for such a stale
-// holder.
-//
-// Redis issues tokens in blocks, the way ID ranges are batched: the script
-// that grants a Client its turn reserves n consecutive values (INCRBY n on
-// the lock's fence key, n = the Client's local waiters + 1, at most 1024),
-// the turn's first acquisition takes the first, and each local handoff
-// takes the next one, in the order the goroutines hold the lock. A turn
-// that needs more reserves another block in the script that confirms its
-// lease before the handoff. Every later reservation, by any Client, starts
-// above every block reserved before it, and a Client hands the lock on only
-// while its turn holds it; so tokens increase in the order the lock is
-// held. Values a turn did not use are skipped: tokens are increasing, not
-// consecutive.
-//
-// When Redis has no record of the last token (first use, or the fence
-// retention passed since it was seeded), the block starts at Redis TIME in
-// µs. As no lock uses a million tokens a second, a new seed is above every
-// token issued since the previous one, so tokens never go backwards unless
-// the Redis clock does. Per lock name Redis keeps one small key, for at
-// most the retention.
+// holder. Tokens never go backwards, also after the fence retention
+// (WithFenceRetention) made Redis forget the last one, unless the Redis
+// clock does.
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Lost returns a channel closed when the lock is lost while held: a renewal
@@ -144,8 +103,7 @@ func (l *Lock) Context() context.Context {
 }
 
 // Reenter adds a hold to the lock: each Reenter (and each re-entering
-// Mutex.Lock) needs its own Unlock, and only the last Unlock releases. The
-// count lives in Redis, in the lock's hash under the turn's token.
+// Mutex.Lock) needs its own Unlock, and only the last Unlock releases.
 // Re-entering does not change the lease.
 func (l *Lock) Reenter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -212,129 +170,6 @@ func (l *Lock) recount(ctx context.Context, want int64, err error) (int64, error
 		return v, nil
 	}
 	return 0, err
-}
-
-// Unlock drops one hold. The last one passes the lock to the next waiter:
-// within the Client's turn, to its next goroutine in line, without a Redis
-// call; otherwise it stops the renewals, then releases the lock in Redis
-// and hands it to the next waiter there, in one script. It returns
-// ErrNotHeld, and deletes nothing, if the lock was lost or is someone
-// else's, or this handle was released already. If ctx is done already,
-// Unlock returns ctx.Err() and changes nothing; once a script is sent it
-// waits for the answer. If Redis cannot be reached, Unlock returns an
-// error and the hold stays: call Unlock again. (A last hold whose release
-// failed is no longer renewed, and expires with its lease if Unlock is not
-// called again; other holds are renewed as long as the lock is held. A
-// release whose reply was lost is checked in Redis first: if it ran,
-// Unlock returns nil, so calling Unlock again after an error does not drop
-// a second hold, unless the first release was still on its way when it
-// was checked. For the last hold this check needs the lease to be known
-// to last; after that, Redis cannot tell a release from an expiry.)
-func (l *Lock) Unlock(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err // nothing changed: renewals go on
-	}
-	l.opMu.Lock()
-	defer l.opMu.Unlock()
-	c := l.m.client
-	for tries := 0; ; tries++ {
-		p := c.passOn(l, tries < 2)
-		switch p.kind {
-		case passNotHeld:
-			return ErrNotHeld
-		case passLocal:
-			return nil
-		case passRenew:
-			if _, err := l.t.renew(ctx, p.block); err != nil {
-				return l.m.fail(ctx, "renew", err)
-			}
-		case passRedis:
-			return l.release(ctx, p)
-		}
-	}
-}
-
-// release runs the release script for l as p says.
-func (l *Lock) release(ctx context.Context, p pass) error {
-	c, t := l.m.client, l.t
-	if p.last || p.stop {
-		t.renewMu.Lock() // wait for a renewal in flight
-		t.renewMu.Unlock()
-	}
-	args := []string{t.token, l.m.settingsArg}
-	if p.next != nil {
-		args = append(args, p.next.token, p.next.m.leaseArg, strconv.Itoa(p.next.block), flag(p.keep))
-	}
-	l.mu.Lock()
-	before, unsure := l.holds, l.unsure
-	l.mu.Unlock()
-	sent := time.Now()
-	v, err := releaseScript.Exec(detach(ctx), c.rc, l.m.keys(), args).ToMessage()
-	var n int64 // holds left, or -1
-	var g *grant
-	replyLost := err != nil
-	switch {
-	case err != nil && !p.last && !unsure:
-		// Did the hold go? A caller told "no" calls Unlock again.
-		if n, err = l.recount(ctx, before-1, err); err == nil && n == 0 {
-			n = -1
-		}
-	case err != nil && p.last:
-		// Did the release run? The turn's token gone from Redis while its
-		// lease is known to last means it did (renewals are stopped, so
-		// nothing else moves the lease).
-		if _, rerr := l.recount(ctx, 0, err); rerr == nil && c.leaseLasts(t) {
-			err = nil // n is 0: released
-		}
-	case err != nil:
-	case v.IsInt64():
-		n, _ = v.AsInt64()
-	default:
-		var gg grant
-		if gg, err = decodeGrant(v); err == nil {
-			gg.sent, gg.cont = sent, p.cont
-			g = &gg
-		}
-	}
-	if p.next != nil {
-		// A release that kept a hold did not look at the waiter, and one
-		// whose reply was lost may have granted it: it checks.
-		c.handedOn(p.next, g, replyLost || n > 0)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err != nil {
-		switch {
-		case p.last && t.holder == l:
-			t.expireLocked() // renewals stay stopped: tell the holder when the lease ends
-		case !p.last:
-			l.mu.Lock()
-			l.unsure = true // the hold may have been dropped
-			l.mu.Unlock()
-			if p.stop {
-				t.resumeLocked(l) // the lock may still be held
-			}
-		}
-		return l.m.fail(ctx, "release", err)
-	}
-	switch {
-	case n < 0:
-		c.endLocked(l, lost)
-		return ErrNotHeld
-	case n == 0:
-		c.endLocked(l, released)
-	default:
-		// A release that was to be the last but left holds means Redis
-		// counted holds this handle did not know of: Redis has the count
-		// from now on, and the lock is still held, so renew on.
-		l.mu.Lock()
-		l.holds, l.unsure = n, p.last
-		l.mu.Unlock()
-		if p.last || p.stop {
-			t.resumeLocked(l)
-		}
-	}
-	return nil
 }
 
 // Extend sets the lock's remaining lease to d. With a watchdog, later

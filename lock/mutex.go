@@ -46,9 +46,9 @@ func WithWatchdog(lease time.Duration) MutexOption {
 }
 
 // WithFenceRetention sets how long Redis keeps the record of a lock's last
-// fencing token after seeding it (default 24h, at least 1s). Tokens never
-// go backwards when it is forgotten, as long as the Redis clock does not:
-// see Lock.Fence.
+// fencing token after starting it from the Redis clock (default 24h, at
+// least 1s). Tokens never go backwards when it is forgotten, as long as the
+// Redis clock does not: see Lock.Fence.
 func WithFenceRetention(d time.Duration) MutexOption {
 	return func(c *mutexConfig) { c.fenceRetention = d }
 }

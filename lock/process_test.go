@@ -450,8 +450,8 @@ func overlaps(holds [][2]int64) int {
 	return n
 }
 
-// TestContendedAcrossProcesses is the seeds' worst case: 64 goroutines in 3
-// processes on one key. Every goroutine must get its share, and no two may
+// TestContendedAcrossProcesses is the worst case the lock is built for: 64
+// goroutines in 3 processes on one key. Every goroutine must get its share, and no two may
 // hold the lock at once.
 func TestContendedAcrossProcesses(t *testing.T) {
 	c := contend(t, []int{22, 21, 21}, envDuration("LOCK_CONTENDED_DURATION", 2*time.Second))

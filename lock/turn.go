@@ -11,7 +11,7 @@ import (
 // Redis under one owner token: the token of the acquisition Redis granted
 // it to (by acquire, check, a push or a release reply). While the turn
 // lasts, the lock passes from goroutine to goroutine of this Client without
-// a Redis call (a local handoff, see Client.passOn); each new holder takes
+// a Redis call (a local handoff, see handoff.go); each new holder takes
 // the next fencing token of the block the turn reserved, and keeps its own
 // random token for its handle. Redis knows only the turn's token, with the
 // current holder's hold count; the watchdog renews the turn's lease, for
@@ -72,11 +72,31 @@ func (c *Client) grantLocked(ctx context.Context, m *Mutex, token string, g gran
 		}
 		t.fixedEnd = start.Add(m.cfg.lease)
 	}
-	l := &t.first
-	initHandle(l, ctx, m, t, token, g.fence)
-	t.holder = l
+	l := t.newHolderLocked(&t.first, ctx, m, token, g.fence)
 	t.scheduleLocked()
 	return l
+}
+
+// newHolderLocked makes l, a zero Lock, the held handle of an acquisition
+// of m with its own owner token and fencing token, and the holder of turn
+// t; ctx is the acquiring context. It is the one place a Lock is built: by
+// a grant from Redis (grantLocked) and by a local handoff (handLocked).
+// Called with c.mu held.
+func (t *turn) newHolderLocked(l *Lock, ctx context.Context, m *Mutex, token string, fence int64) *Lock {
+	l.m, l.t, l.token, l.fence, l.values, l.holds = m, t, token, fence, ctx, 1
+	l.outer, _ = ctx.Value(ctxKey{}).(*Lock)
+	t.holder = l
+	return l
+}
+
+// newLock returns the handle of a grant to token that begins a turn of its
+// own, outside the lock's line, and starts its renewal or expiry timer.
+func (m *Mutex) newLock(ctx context.Context, token string, g grant, sent time.Time) *Lock {
+	g.sent = sent
+	c := m.client
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.grantLocked(ctx, m, token, g)
 }
 
 // compatible reports whether a waiter of m may have the lock handed to it
@@ -246,6 +266,14 @@ func (t *turn) renew(ctx context.Context, block int) (bool, error) {
 		t.fence, t.lastFence = v, v+int64(block)-1
 	}
 	return true, nil
+}
+
+// awaitRenewal waits until a renewal in flight, if any, is done. The
+// caller has stopped the renewals, so no new one starts.
+func (t *turn) awaitRenewal() {
+	t.renewMu.Lock()
+	//lint:ignore SA2001 empty on purpose: taking renewMu waits for the renewal that holds it; nothing is guarded
+	t.renewMu.Unlock()
 }
 
 // resumeLocked restarts the renewals stopped for a release that turned out

@@ -44,9 +44,9 @@ end
 -- reserve issues a block of n fencing tokens and returns the first. INCRBY
 -- makes the last one last + n; when the fence key is missing (never used,
 -- or forgotten after the retention), INCRBY answers n, at most 1024, and
--- the key is reseeded from Redis TIME in µs,
+-- the key is restarted from Redis TIME in µs,
 -- which is above anything issued before as long as fewer than one token
--- per µs was issued since the last seeding. Tokens stay below 2^53, so
+-- per µs was issued since the last restart. Tokens stay below 2^53, so
 -- Lua's doubles hold them exactly, and Redis passes such numbers on as
 -- exact integers.
 local function reserve(n)
