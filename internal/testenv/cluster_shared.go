@@ -49,6 +49,8 @@ func SharedCluster(t testing.TB) *Cluster {
 		for _, n := range c.nodes {
 			n.owner.Store(&t)
 		}
+		// A cluster whose nodes all run may still be settling after a
+		// test's failover; one with a dead node is replaced at once.
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -57,7 +59,7 @@ func SharedCluster(t testing.TB) *Cluster {
 			if err == nil {
 				return c
 			}
-			if time.Now().After(deadline) {
+			if !c.allRunning() || time.Now().After(deadline) {
 				t.Logf("testenv: the shared cluster is not healthy (%v): starting a fresh one", err)
 				dropSharedLocked()
 				break
@@ -88,6 +90,16 @@ func SharedCluster(t testing.TB) *Cluster {
 	c := startCluster(t, tempDir, track, nil)
 	shared.cluster = c
 	return c
+}
+
+// allRunning reports whether every node of c runs.
+func (c *Cluster) allRunning() bool {
+	for _, n := range c.nodes {
+		if !n.Running() {
+			return false
+		}
+	}
+	return true
 }
 
 // dropShared kills the shared topologies and removes their files.

@@ -19,7 +19,9 @@ func TestMain(m *testing.M) { os.Exit(RunMain(m)) }
 // the Sentinels promote the replica, and clients built from URL and from
 // ClientOption read it there.
 func TestSentinelFailover(t *testing.T) {
+	begin := time.Now()
 	s := StartSentinelSet(t, WithAOF())
+	t.Logf("StartSentinelSet took %v", time.Since(begin))
 	ctx := context.Background()
 	opt, err := rueidis.ParseURL(s.URL())
 	if err != nil {
@@ -56,7 +58,9 @@ func TestSentinelFailover(t *testing.T) {
 		}
 	}
 	// The old primary comes back as a replica of the new one.
+	begin = time.Now()
 	old.Start()
+	defer func() { t.Logf("the old primary rejoined as a replica in %v", time.Since(begin)) }()
 	waitFor(t, 30*time.Second, "the old primary to rejoin as replica", func(ctx context.Context) error {
 		repl, err := old.info(ctx, "replication")
 		if err != nil {
@@ -137,7 +141,9 @@ func TestClusterServesAllSlots(t *testing.T) {
 // A slot migrates while a goroutine keeps writing to it: no acknowledged
 // write is lost, and the slot's keys are served by the new owner.
 func TestClusterMigrateSlotUnderWrites(t *testing.T) {
+	begin := time.Now()
 	c := StartCluster(t, WithoutReplicas())
+	t.Logf("StartCluster(WithoutReplicas) took %v", time.Since(begin))
 	client := c.Client(t)
 	ctx := context.Background()
 	tag := "{test:" + Unique() + "}"
