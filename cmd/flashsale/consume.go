@@ -70,7 +70,7 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 		consumerCfg consumerFlags
 	)
 	fs := flag.NewFlagSet("flashsale consume", flag.ContinueOnError)
-	backendsCfg.register(fs)
+	backendsCfg.registerServers(fs)
 	consumerCfg.register(fs)
 	return &ffcli.Command{
 		Name:       "consume",
@@ -80,7 +80,7 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Options:    envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
 			if err := cmp.Or(needServers("consume", backendsCfg), consumerCfg.validate()); err != nil {
-				return err
+				return usage(err)
 			}
 			log := slog.New(slog.NewTextHandler(stderr, nil))
 			b, err := openBackends(ctx, backendsCfg, log)

@@ -28,7 +28,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.IntVar(&cfg.concurrency, "concurrency", 100, "requests in flight")
 	fs.DurationVar(&cfg.raceWindow, "race-window", 2*time.Millisecond, "sleep between reading and writing stock, to make races visible")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "shuffles the order of the clicks")
-	fs.StringVar(&cfg.jsonPath, "json", "", "also write the runs as JSON to this file")
+	cfg.registerOutput(fs)
 	fs.StringVar(&redis, "redis", "", "not accepted: the demo runs on embedded backends only (use bench for real servers)")
 	fs.StringVar(&db, "db", "", "not accepted: the demo runs on embedded backends only (use bench for real servers)")
 	return &ffcli.Command{
@@ -41,14 +41,14 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet: fs,
 		Exec: noArgs(func(ctx context.Context) error {
 			if redis != "" || db != "" {
-				return errors.New("demo runs on embedded backends only; for real servers run: " + realBenchCommand(cfg))
+				return usage(errors.New("demo runs on embedded backends only; for real servers run: " + realBenchCommand(cfg)))
 			}
 			cfg.strategies = strings.Join(strategies(), ",")
 			cfg.doubles = 0.25
 			cfg.timeout, cfg.drain, cfg.startup = 30*time.Second, time.Minute, 30*time.Second
 			cfg.lockWait = time.Second
 			if err := cfg.validate(); err != nil {
-				return err
+				return usage(err)
 			}
 			return demo(ctx, cfg, stdout, stderr)
 		}),

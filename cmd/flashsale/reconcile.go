@@ -16,7 +16,7 @@ import (
 func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 	var backendsCfg backendFlags
 	fs := flag.NewFlagSet("flashsale reconcile", flag.ContinueOnError)
-	backendsCfg.register(fs)
+	backendsCfg.registerServers(fs)
 	voucher := fs.Int64("voucher", 0, "reconcile only this voucher (default: every voucher in MySQL)")
 	fix := fs.Bool("fix", false, "repair what is safe to repair (re-queue lost orders, give back the stock of dead-lettered ones MySQL had stock for)")
 	return &ffcli.Command{
@@ -30,10 +30,10 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Options: envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
 			if err := needServers("reconcile", backendsCfg); err != nil {
-				return err
+				return usage(err)
 			}
 			if *voucher < 0 {
-				return fmt.Errorf("--voucher must be a voucher id, got %d", *voucher)
+				return usage(fmt.Errorf("--voucher must be a voucher id, got %d", *voucher))
 			}
 			log := slog.New(slog.NewTextHandler(stderr, nil))
 			b, err := openBackends(ctx, backendsCfg, log)

@@ -28,7 +28,7 @@ import (
 type serveConfig struct {
 	addr        string
 	strategy    string
-	jwtSecret   string
+	jwtSecret   jwtSecretFlags
 	adminToken  string
 	rateUser    float64
 	rateIP      float64
@@ -47,7 +47,7 @@ func strategies() []string { return append(slices.Clone(strategy.Names), "async"
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.strategy, "strategy", "conditional", "how orders are taken: "+strings.Join(strategies(), ", "))
-	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret for user tokens (at least 32 bytes)")
+	c.jwtSecret.register(fs, "HS256 secret for user tokens")
 	fs.StringVar(&c.adminToken, "admin-token", "", "bearer token for admin routes (creating vouchers)")
 	fs.Float64Var(&c.rateUser, "rate-limit-user", 0, "order requests per second per user (0: no limit)")
 	fs.Float64Var(&c.rateIP, "rate-limit-ip", 0, "order requests per second per client IP, per /64 for IPv6 (0: no limit)")
@@ -91,7 +91,7 @@ func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Options:    envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
 			if err := cfg.validate(); err != nil {
-				return err
+				return usage(err)
 			}
 			log := slog.New(slog.NewTextHandler(stderr, nil))
 			return serve(ctx, cfg, log, stdout)
@@ -137,9 +137,13 @@ type instance struct {
 
 // startInstance starts serving cfg's strategy on cfg.addr over b.
 func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, error) {
-	authn, err := auth.New(cfg.jwtSecret, cfg.adminToken)
+	secret, err := cfg.jwtSecret.value()
 	if err != nil {
-		return nil, fmt.Errorf("%w (set --jwt-secret or FLASHSALE_JWT_SECRET)", err)
+		return nil, err
+	}
+	authn, err := auth.New(secret, cfg.adminToken)
+	if err != nil {
+		return nil, fmt.Errorf("%w (set --jwt-secret, --jwt-secret-file or FLASHSALE_JWT_SECRET)", err)
 	}
 	svc, err := newServices(cfg, b, log)
 	if err != nil {
