@@ -91,9 +91,7 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 			c := consumerCfg.new(b, log)
 			fmt.Fprintf(stdout, "flashsale: consuming as %s\n", c.Name())
 			err = c.Run(ctx)
-			s := c.Stats()
-			fmt.Fprintf(stdout, "flashsale: consumer %s stopped: %d persisted, %d already present, %d dead-lettered, %d claimed\n",
-				c.Name(), s.Persisted, s.AlreadyPresent, s.DeadLettered, s.Claimed)
+			fmt.Fprintf(stdout, "flashsale: stopped: %s\n", consumerSummary(c))
 			return err
 		}),
 	}

@@ -112,6 +112,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		return err
 	}
 	fmt.Fprintf(stdout, "flashsale: serving %s (strategy %s)\n", inst.URL, cfg.strategy)
+	warnNoAdminToken(cfg, log)
+	started := time.Now()
+	defer func() { fmt.Fprintln(stdout, serveSummary(inst, cfg, time.Since(started))) }()
 	select {
 	case err := <-inst.failed:
 		inst.Stop(context.WithoutCancel(ctx))
@@ -131,6 +134,8 @@ type instance struct {
 	srv    *http.Server
 	svc    *services
 	failed chan error // the server stopped by itself
+	// answers counts what the server answered.
+	answers answerCounter
 	// stopConsumer stops the consumer and waits for it.
 	stopConsumer func()
 }
@@ -173,7 +178,7 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		Logger:     log,
 	}
 	inst.srv = &http.Server{
-		Handler:           api.Handler(),
+		Handler:           inst.answers.wrap(api.Handler()),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
