@@ -152,8 +152,8 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	cfg.register(fs)
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "flashsale bench [--strategy a,b] [--instances N] [--redis URL --db URL] [flags]",
-		ShortHelp:  "the load lab: run a flash sale per strategy, audit it, print one table",
+		ShortUsage: "flashsale bench [--strategy a,b] [--instances N] [--redis URL --db URL]",
+		ShortHelp:  "the load lab: a flash sale per strategy, audited, in one table",
 		LongHelp: "Starts --instances servers per strategy (child processes when --redis and a MySQL --db are both given, " +
 			"otherwise in this process, sharing its embedded backends) or loads running ones (--target), creates a fresh " +
 			"voucher, sends --requests order attempts of --users buyers (some double clicks), audits MySQL and Redis " +

@@ -186,7 +186,7 @@ func versionCommand(stdout io.Writer) *ffcli.Command {
 	return &ffcli.Command{
 		Name:       "version",
 		ShortUsage: "flashsale version",
-		ShortHelp:  "print the module version and VCS revision this binary was built from",
+		ShortHelp:  "print the module version and VCS revision of this binary",
 		FlagSet:    flag.NewFlagSet("flashsale version", flag.ContinueOnError),
 		Exec: noArgs(func(context.Context) error {
 			_, err := fmt.Fprintln(stdout, versionLine())

@@ -68,10 +68,12 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 	var (
 		backendsCfg backendFlags
 		consumerCfg consumerFlags
+		logs        logFlags
 	)
 	fs := flag.NewFlagSet("flashsale consume", flag.ContinueOnError)
 	backendsCfg.registerServers(fs)
 	consumerCfg.register(fs)
+	logs.register(fs)
 	return &ffcli.Command{
 		Name:       "consume",
 		ShortUsage: "flashsale consume --redis URL --db URL [flags]",
@@ -82,7 +84,7 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 			if err := cmp.Or(needServers("consume", backendsCfg), consumerCfg.validate()); err != nil {
 				return usage(err)
 			}
-			log := slog.New(slog.NewTextHandler(stderr, nil))
+			log := logs.logger(stderr)
 			b, err := openBackends(ctx, backendsCfg, log)
 			if err != nil {
 				return err

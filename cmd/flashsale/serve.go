@@ -80,9 +80,13 @@ func (c *serveConfig) validate() error {
 }
 
 func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
-	var cfg serveConfig
+	var (
+		cfg  serveConfig
+		logs logFlags
+	)
 	fs := flag.NewFlagSet("flashsale serve", flag.ContinueOnError)
 	cfg.register(fs)
+	logs.register(fs)
 	return &ffcli.Command{
 		Name:       "serve",
 		ShortUsage: "flashsale serve [flags]",
@@ -93,7 +97,7 @@ func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
 			if err := cfg.validate(); err != nil {
 				return usage(err)
 			}
-			log := slog.New(slog.NewTextHandler(stderr, nil))
+			log := logs.logger(stderr)
 			return serve(ctx, cfg, log, stdout)
 		}),
 	}

@@ -23,7 +23,7 @@ func tokenCommand(stdout io.Writer) *ffcli.Command {
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the tokens are valid")
 	return &ffcli.Command{
 		Name:       "token",
-		ShortUsage: "flashsale token (--jwt-secret S | --jwt-secret-file F) --user 42 | --user 1-1000",
+		ShortUsage: "flashsale token (--jwt-secret S | --jwt-secret-file F) --user 42|1-1000",
 		ShortHelp:  "print user tokens for testing",
 		FlagSet:    fs,
 		Options:    envOptions(),
