@@ -197,7 +197,7 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 		}
 		fmt.Fprintln(stdout)
 		for _, v := range lab.Verdicts(rows) {
-			fmt.Fprintln(stdout, v)
+			say(stdout, v)
 		}
 	}
 	if cfg.jsonPath != "" {
@@ -236,9 +236,9 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 		return nil, err
 	}
 	fl := &fleets{cfg: cfg, b: b, logDir: logDir, secret: secret, admin: admin}
-	fmt.Fprintln(stdout, fl.describe())
-	fmt.Fprintln(stdout, describeLoad(cfg))
-	fmt.Fprintln(stdout, lab.CeilingNote())
+	say(stdout, fl.describe())
+	say(stdout, describeLoad(cfg))
+	say(stdout, lab.CeilingNote())
 	var (
 		rows []lab.Row
 		errs []error

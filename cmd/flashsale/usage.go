@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
@@ -60,6 +61,12 @@ func usageText(c *ffcli.Command) string {
 func isBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// say writes text to w as a paragraph of lines that fit helpWidth, the
+// lines after the first indented.
+func say(w io.Writer, text string) {
+	fmt.Fprintln(w, strings.TrimPrefix(wrap(text, 2), "  "))
 }
 
 // wrap breaks text into lines of at most helpWidth columns (longer words
