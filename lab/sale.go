@@ -66,7 +66,7 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 	client := NewClient(s.Concurrency, orDefault(s.Timeout, 30*time.Second))
 	defer client.CloseIdleConnections()
 	if row.VoucherID, err = s.createVoucher(ctx, client); err != nil {
-		return row, fmt.Errorf("%w: %w", ErrSetup, err)
+		return row, setupError(err)
 	}
 	tokens, err := s.tokens()
 	if err != nil {
@@ -220,6 +220,15 @@ func (s *Sale) createVoucher(ctx context.Context, client *http.Client) (int64, e
 		return 0, fmt.Errorf("creating the voucher: POST %s answered %s (%s: %s)", url, resp.Status, created.Error.Code, created.Error.Message)
 	}
 	return strconv.ParseInt(created.ID, 10, 64)
+}
+
+// setupError marks err as a failure to set the sale up, unless it says
+// already that a target is unreachable.
+func setupError(err error) error {
+	if errors.Is(err, ErrUnreachable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrSetup, err)
 }
 
 // tokens mints a token per buyer, valid for a day: tokens[u-1] is user
