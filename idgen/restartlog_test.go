@@ -1,33 +1,13 @@
 package idgen
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/flashsale/flashsale/internal/testenv"
 )
-
-// syncBuffer is a log destination safe for the generator's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRestartLogLevel: creating the hash on first use (the floor knows no
 // ID, the generator handed out none) is logged at INFO; a hash missing
@@ -46,7 +26,7 @@ func TestRestartLogLevel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, prefix := testenv.Redis(t)
-			var logs syncBuffer
+			var logs testenv.Buffer
 			floor := func(context.Context) (int64, error) { return tt.floorID, nil }
 			g := newGen(t, c, prefix, "order", WithFloor(floor), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			take(t, g, 1)

@@ -23,7 +23,7 @@ func benchTarget(t *testing.T, r *saleRig, url string, after <-chan struct{}, li
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- execute(ctx, []string{"bench", "--target", url, "--strategy", "conditional",

@@ -5,30 +5,11 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale/internal/testenv"
 )
-
-// syncBuffer collects what a server writes from its goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestServeLogsItsSetup: on real servers without --admin-token, serve
 // warns that admin routes answer 401, logs the backends it connected to
@@ -37,7 +18,7 @@ func (s *syncBuffer) String() string {
 func TestServeLogsItsSetup(t *testing.T) {
 	_, prefix := testenv.Redis(t)
 	dbURL := testenv.MySQLURL(t)
-	var logs, out syncBuffer
+	var logs, out testenv.Buffer
 	url, stop := runServe(t, &logs, &out, "--jwt-secret", serveSecret, "--strategy", "lock",
 		"--redis", "redis://:hunter2@"+testenv.RedisAddr()+"/0", "--redis-prefix", prefix, "--db", dbURL)
 	if code := call(t, "POST", url+"/api/vouchers", "", voucherBody(1), nil); code != http.StatusUnauthorized {
@@ -72,7 +53,7 @@ func TestServeLogsItsSetup(t *testing.T) {
 // TestClientDisconnectIsNoServerError: a buyer who gives up while the
 // order is in its race window is logged at DEBUG, not as a failed request.
 func TestClientDisconnectIsNoServerError(t *testing.T) {
-	var logs syncBuffer
+	var logs testenv.Buffer
 	url, stop := runServe(t, &logs, &bytes.Buffer{}, "--jwt-secret", serveSecret, "--admin-token", serveAdmin,
 		"--strategy", "conditional", "--race-window", "5s", "--log-level", "debug")
 	var v struct{ ID string }
