@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"math"
 	"net/http"
@@ -46,10 +48,16 @@ type ErrorBody struct {
 
 // writeError writes err in the error shape with its status, and a
 // Retry-After header (whole seconds, at least 1) when the error has a retry
-// hint. Internal errors are logged with their text and shown generically.
+// hint. Internal errors are logged with their text and shown generically;
+// a request its client gave up on is no server error, and is logged at
+// debug level only.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	code := flashsale.ErrorCode(err)
-	if code == flashsale.EInternal || code == flashsale.EUnavailable {
+	switch {
+	case code != flashsale.EInternal && code != flashsale.EUnavailable:
+	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
+		log.DebugContext(r.Context(), "request abandoned by its client", "method", r.Method, "path", r.URL.Path, "err", err)
+	default:
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if d := flashsale.RetryAfter(err); d > 0 {

@@ -73,6 +73,9 @@ func (g *Generator) allocate(ctx context.Context, floor position, restart bool) 
 // the script says so.
 func (g *Generator) fetch(ctx context.Context, floor position) (span, error) {
 	restart := g.floorFn == nil // nothing to look up first
+	// firstUse: the floor function knows no ID and this generator handed
+	// out none: a missing hash is a new install, not a lost one.
+	firstUse := false
 	for {
 		a, err := g.allocate(ctx, floor, restart)
 		if err != nil {
@@ -80,15 +83,16 @@ func (g *Generator) fetch(ctx context.Context, floor position) (span, error) {
 		}
 		switch a.status {
 		case statusMissing:
-			if floor, err = g.lookUpFloor(ctx, floor); err != nil {
+			var known bool
+			if floor, known, err = g.lookUpFloor(ctx, floor); err != nil {
 				return span{}, err
 			}
+			firstUse = !known && floor == (position{})
 			restart = true
 			continue
 		case statusRestarted:
 			g.resets.Add(1)
-			g.log.Warn("idgen: the Redis hash was missing (new or lost); restarted past the clock and the floor",
-				"key", g.key, "second", a.ts, "floor_second", floor.ts)
+			g.logRestart(firstUse, a, floor)
 		}
 		if a.now < 0 || a.ts > MaxSeconds {
 			return span{}, fmt.Errorf("%w: second %d since %s", ErrTimeRange, a.now, g.epoch.Format(time.RFC3339))
@@ -106,19 +110,30 @@ func (g *Generator) fetch(ctx context.Context, floor position) (span, error) {
 	}
 }
 
+// logRestart tells of a hash created anew: on first use that is normal;
+// otherwise Redis lost it (a restart without persistence, an eviction).
+func (g *Generator) logRestart(firstUse bool, a allocation, floor position) {
+	if firstUse {
+		g.log.Info("idgen: created the Redis hash (first use: no ID handed out yet)", "key", g.key, "second", a.ts)
+		return
+	}
+	g.log.Warn("idgen: the Redis hash was missing (lost); restarted past the clock and the floor",
+		"key", g.key, "second", a.ts, "floor_second", floor.ts)
+}
+
 // lookUpFloor returns the later of floor and the position past the ID the
-// floor function returns.
-func (g *Generator) lookUpFloor(ctx context.Context, floor position) (position, error) {
+// floor function returns, and whether that function knew any ID.
+func (g *Generator) lookUpFloor(ctx context.Context, floor position) (position, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	id, err := g.floorFn(ctx)
 	if err != nil {
-		return floor, fmt.Errorf("%w: looking up the floor: %w", ErrUnavailable, err)
+		return floor, false, fmt.Errorf("%w: looking up the floor: %w", ErrUnavailable, err)
 	}
 	if p := past(id); id > 0 && p.after(floor) {
-		return p, nil
+		return p, true, nil
 	}
-	return floor, nil
+	return floor, id > 0, nil
 }
 
 // sleep waits for d or until ctx is done.

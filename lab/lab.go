@@ -30,6 +30,9 @@ var (
 	ErrNotDrained = errors.New("lab: async pipeline did not drain")
 	// ErrTransport is wrapped when requests failed without an HTTP answer.
 	ErrTransport = errors.New("lab: transport errors")
+	// ErrUnreachable is wrapped when a target gave no answer for a few
+	// seconds while its requests failed: the run stops there.
+	ErrUnreachable = errors.New("lab: target unreachable")
 	// ErrSetup is wrapped when a sale could not be set up (the voucher
 	// could not be created, tokens could not be minted).
 	ErrSetup = errors.New("lab: setup failed")

@@ -45,6 +45,11 @@ type Load struct {
 	// that names no order id then counts as an error, since its order
 	// could not be checked for loss.
 	Orders bool
+	// Unreachable, when positive, stops the run with ErrUnreachable once
+	// a target's requests have failed without an answer for this long
+	// (since its last answer, or the start): a dead server would
+	// otherwise take every remaining request as a quick error.
+	Unreachable time.Duration
 }
 
 // errNoOrderID is the error of an accepted order answer without an id.
@@ -94,7 +99,10 @@ func (l *Load) Run(ctx context.Context) (*Result, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
 	}
-	r := &run{Load: l, ctx: ctx, client: l.Client, progress: l.Progress, rec: newRecorder(), slots: make(chan struct{}, l.Concurrency)}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r := &run{Load: l, ctx: ctx, cancel: cancel, client: l.Client, progress: l.Progress, rec: newRecorder(),
+		slots: make(chan struct{}, l.Concurrency), start: time.Now(), lastAnswer: map[string]time.Time{}}
 	if r.client == nil {
 		r.client = NewClient(l.Concurrency, 30*time.Second)
 		defer r.client.CloseIdleConnections()
@@ -123,7 +131,11 @@ func (l *Load) Run(ctx context.Context) (*Result, error) {
 		sent += shot.Clicks
 	}
 	r.wg.Wait()
-	return r.rec.result(sent, time.Since(start)), ctx.Err()
+	res := r.rec.result(sent, time.Since(start))
+	if ctx.Err() != nil {
+		return res, context.Cause(ctx)
+	}
+	return res, nil
 }
 
 // run is one Run of a Load.
@@ -135,6 +147,34 @@ type run struct {
 	rec      *recorder
 	slots    chan struct{} // one per request in flight
 	wg       sync.WaitGroup
+	// cancel stops the run with ErrUnreachable; lastAnswer is when each
+	// target last answered.
+	cancel     context.CancelCauseFunc
+	start      time.Time
+	mu         sync.Mutex
+	lastAnswer map[string]time.Time
+}
+
+// watch notes a target's answer, or stops the run when the target has
+// answered nothing for Unreachable and its requests fail.
+func (r *run) watch(target string, a answer) {
+	if r.Unreachable <= 0 || !a.sent {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.answered {
+		r.lastAnswer[target] = now
+		return
+	}
+	since, ok := r.lastAnswer[target]
+	if !ok {
+		since = r.start
+	}
+	if silent := now.Sub(since); silent >= r.Unreachable {
+		r.cancel(fmt.Errorf("%w: %s gave no answer for %s; the last request failed with: %w", ErrUnreachable, target, silent.Round(100*time.Millisecond), a.err))
+	}
 }
 
 // fire sends the clicks of one shot, the seq-th request of the run first,
@@ -158,6 +198,7 @@ func (r *run) fire(shot Shot, due time.Time, seq int) {
 			if r.Orders && a.err == nil && a.code == "" && a.orderID == 0 {
 				a.err = errNoOrderID
 			}
+			r.watch(target, a)
 			r.rec.add(a)
 			r.progress.Add(1)
 		})
@@ -173,13 +214,14 @@ func send(client *http.Client, req *http.Request, user int64, due time.Time) ans
 	if from.IsZero() {
 		from = time.Now()
 	}
-	a := answer{user: user}
+	a := answer{user: user, sent: true}
 	resp, err := client.Do(req)
 	if err != nil {
 		a.err = err
 		a.latency = time.Since(from) // a timeout still took this long
 		return a
 	}
+	a.answered = true
 	a.orderID, a.code, a.err = readAnswer(resp)
 	a.latency = time.Since(from)
 	return a

@@ -4,16 +4,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
 
 var (
-	_ Progress = (*bar)(nil)
-	_ Progress = (*lines)(nil)
+	_ Progress = (*display)(nil)
 	_ Progress = nopProgress{}
 )
 
@@ -25,65 +24,94 @@ type Progress interface {
 }
 
 // NewProgress returns the progress display of a run of total requests
-// named label on w: a live bar when w is a terminal, otherwise a plain
-// line every few seconds and one at the end, which reads well in a log or
-// CI.
+// named label on w: a bar redrawn in place when w is a terminal, otherwise
+// a plain line every few seconds, which reads well in a log or CI. Either
+// ends with one line that stays: the requests done, the time and the rate.
+//
+// The bar is drawn here rather than by a progress-bar library: the one
+// used before showed a rate from its first frame (one request in a few
+// microseconds reads as 600,000 req/s) and left the last frame of a
+// sub-second run at 0%.
 func NewProgress(w io.Writer, label string, total int) Progress {
+	d := &display{w: w, label: label, total: total, start: time.Now(), every: linesEvery}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return &bar{progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription(label),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("req"),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-			progressbar.OptionSetWidth(30),
-		)}
+		d.every, d.inPlace = barEvery, true
 	}
-	return &lines{w: w, label: label, total: total, start: time.Now()}
+	return d
 }
 
-// bar is the terminal display.
-type bar struct{ b *progressbar.ProgressBar }
+const (
+	// linesEvery is how often the plain display prints a line.
+	linesEvery = 2 * time.Second
+	// barEvery is how often the bar is redrawn.
+	barEvery = 100 * time.Millisecond
+	// rateAfter is how long a run goes before a rate is shown: over a
+	// shorter time, a few requests make an absurd one.
+	rateAfter = 500 * time.Millisecond
+	// barWidth is the bar's width in characters.
+	barWidth = 24
+)
 
-func (p *bar) Add(n int) { _ = p.b.Add(n) } // a failed write to the terminal is no reason to stop
-func (p *bar) Finish()   { _ = p.b.Finish() }
-
-// lines is the plain display.
-type lines struct {
-	w     io.Writer
-	label string
-	total int
-	start time.Time
+// display is both displays: inPlace redraws one line.
+type display struct {
+	w       io.Writer
+	label   string
+	total   int
+	start   time.Time
+	every   time.Duration
+	inPlace bool
 
 	mu      sync.Mutex
 	done    int
-	printed time.Time // when the last line was printed
+	printed time.Time // when the last line was drawn
 }
 
-// linesEvery is how often the plain display prints a line during a run.
-const linesEvery = 2 * time.Second
-
-func (p *lines) Add(n int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.done += n
-	last := p.printed
+func (d *display) Add(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.done += n
+	last := d.printed
 	if last.IsZero() {
-		last = p.start
+		last = d.start
 	}
-	if p.total <= 0 || p.done >= p.total || time.Since(last) < linesEvery {
+	if d.total <= 0 || d.done >= d.total || time.Since(last) < d.every {
 		return
 	}
-	p.printed = time.Now()
-	fmt.Fprintf(p.w, "%s: %d/%d requests (%d%%) in %s\n", p.label, p.done, p.total, p.done*100/p.total, time.Since(p.start).Round(time.Millisecond))
+	d.printed = time.Now()
+	if d.inPlace {
+		fmt.Fprintf(d.w, "\r\033[K%s", d.status())
+		return
+	}
+	fmt.Fprintln(d.w, d.status())
 }
 
-func (p *lines) Finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "%s: %d/%d requests done in %s\n", p.label, p.done, p.total, time.Since(p.start).Round(time.Millisecond))
+// status is the line of a run under way: a rate only once there is
+// enough of it to mean something.
+func (d *display) status() string {
+	elapsed := time.Since(d.start)
+	s := fmt.Sprintf("%s: %d/%d requests (%d%%) in %s", d.label, d.done, d.total, d.done*100/d.total, elapsed.Round(time.Millisecond))
+	if d.inPlace {
+		filled := d.done * barWidth / d.total
+		s = fmt.Sprintf("%s [%s%s] %d/%d (%d%%)", d.label, strings.Repeat("=", filled), strings.Repeat(" ", barWidth-filled), d.done, d.total, d.done*100/d.total)
+	}
+	if elapsed >= rateAfter && d.done > 0 {
+		s += fmt.Sprintf(", %.0f req/s", float64(d.done)/elapsed.Seconds())
+	}
+	return s
+}
+
+func (d *display) Finish() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inPlace && !d.printed.IsZero() {
+		fmt.Fprint(d.w, "\r\033[K")
+	}
+	elapsed := time.Since(d.start)
+	rate := ""
+	if d.done > 0 && elapsed > 0 {
+		rate = fmt.Sprintf(" (%.0f req/s)", float64(d.done)/elapsed.Seconds())
+	}
+	fmt.Fprintf(d.w, "%s: %d/%d requests done in %s%s\n", d.label, d.done, d.total, elapsed.Round(time.Millisecond), rate)
 }
 
 // nopProgress shows nothing.

@@ -81,18 +81,42 @@ func WriteJSON(w io.Writer, rows []Row) error {
 	}{rows})
 }
 
-// WriteTable writes rows as one aligned table: the answers, the audit, the
-// speed (with the rate as a share of the /healthz ceiling) and, last, the
-// refusals by code.
+// WriteTable writes rows as a table that fits 100 columns: per run, what
+// judges a strategy — its orders for the stock, the audit's findings
+// (oversold, duplicate buyers, lost orders, undersold, stock drift), the
+// requests that got no answer, the rate and the p99 latency. Headings of
+// two words stand on two lines. WriteWideTable has every column.
 func WriteTable(w io.Writer, rows []Row) error {
-	// Numbers align right; the strategy column is padded to read left.
+	width := strategyWidth(rows)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\t\t\t\tdup\tlost\t\tstock\t\t\tp99\t\n", width, "")
+	fmt.Fprintf(tw, "%-*s\torders\tstock\toversold\tbuyers\torders\tundersold\tdrift\terrors\trps\tms\t\n", width, "strategy")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%+d\t%d\t%.0f\t%.1f\t\n",
+			width, r.Strategy, r.Orders, r.Stock, r.Oversold, r.DuplicateBuyers, r.Lost, r.Undersold, r.StockDrift,
+			r.Errors, r.RPS, r.P99Ms)
+	}
+	return tw.Flush()
+}
+
+// strategyWidth is the width of the strategy column: numbers align right,
+// the strategy names are padded to read left.
+func strategyWidth(rows []Row) int {
 	width := len("strategy")
 	for _, r := range rows {
 		width = max(width, len(r.Strategy))
 	}
+	return width
+}
+
+// WriteWideTable writes rows as one aligned table with every column: the
+// answers, the audit, the speed (with the rate as a share of the /healthz
+// ceiling) and, last, the refusals by code.
+func WriteWideTable(w io.Writer, rows []Row) error {
+	width := strategyWidth(rows)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\tinst\trequests\taccepted\trejected\terrors\t"+
-		"orders\tbuyers\tdup buyers\tleft db\tleft redis\toversold\tlost\tundersold\tdrift\t"+
+		"orders\tbuyers\tdup buyers\tleft db\tleft redis\toversold\tlost orders\tundersold\tstock drift\t"+
 		"rps\tceiling\tof ceiling\tp50 ms\tp90 ms\tp99 ms\tmax ms\t  rejected by code\n", width, "strategy")
 	for _, r := range rows {
 		redis := "-"

@@ -63,11 +63,58 @@ func TestWriteJSONSchema(t *testing.T) {
 	}
 }
 
-// TestWriteTable checks that the table has one row per run, the ratio to
-// the ceiling, and "-" where Redis keeps no stock.
+// TestWriteTable checks that the default table has one row per run with
+// the audit's columns under their names, within 100 columns.
 func TestWriteTable(t *testing.T) {
 	var buf bytes.Buffer
 	if err := lab.WriteTable(&buf, sampleRows()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("table of %d lines, want 2 headings and 4 rows:\n%s", len(lines), buf.String())
+	}
+	for i, want := range [][]string{
+		{"dup", "lost", "stock", "p99"},
+		{"strategy", "orders", "stock", "oversold", "buyers", "orders", "undersold", "drift", "errors", "rps", "ms"},
+		{"naive", "120", "50", "70", "0", "0", "0", "-90", "0", "1000", "0.0"},
+	} {
+		if got := strings.Fields(lines[i]); !slices.Equal(got, want) {
+			t.Errorf("line %d reads %q, want %q:\n%s", i, got, want, buf.String())
+		}
+	}
+	// A heading of two words stands over its column: both lines' words
+	// end in the same place.
+	under := wordEnds(lines[1])
+	for e, top := range wordEnds(lines[0]) {
+		if want := map[string]string{"dup": "buyers", "lost": "orders", "stock": "drift", "p99": "ms"}[top]; under[e] != want {
+			t.Errorf("%q stands over %q, want %q:\n%s", top, under[e], want, buf.String())
+		}
+	}
+	for _, l := range lines {
+		if len(l) > 100 {
+			t.Errorf("a line of %d columns, want at most 100: %q", len(l), l)
+		}
+	}
+}
+
+// wordEnds maps where each word of line ends to the word.
+func wordEnds(line string) map[int]string {
+	ends := map[int]string{}
+	for i := 0; i < len(line); i++ {
+		if line[i] != ' ' && (i+1 == len(line) || line[i+1] == ' ') {
+			start := strings.LastIndex(line[:i+1], " ") + 1
+			ends[i] = line[start : i+1]
+		}
+	}
+	return ends
+}
+
+// TestWriteWideTable checks that the wide table has one row per run, the
+// ratio to the ceiling, and "-" where Redis keeps no stock.
+func TestWriteWideTable(t *testing.T) {
+	var buf bytes.Buffer
+	if err := lab.WriteWideTable(&buf, sampleRows()); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -82,7 +129,7 @@ func TestWriteTable(t *testing.T) {
 func TestVerdictsComeFromTheNumbers(t *testing.T) {
 	got := strings.Join(lab.Verdicts(sampleRows()), "\n")
 	for _, want := range []string{
-		"naive: oversold 70 (120 orders for 50 units); lost 90 stock updates (the stock fell by 30 for 120 orders).",
+		"naive: oversold 70 (120 orders for 50 units); stock drift -90: 90 stock updates lost (the stock fell by 30 for 120 orders).",
 		"optimistic: undersold 30",
 		"exact: conditional (50 orders for 50 units), async (50 orders for 50 units)",
 	} {

@@ -68,6 +68,8 @@ type answer struct {
 	code    string // "" for 2xx
 	err     error  // transport error
 	latency time.Duration
+	// sent says the request left; answered that an HTTP answer came back.
+	sent, answered bool
 }
 
 // recorder collects answers from many goroutines.

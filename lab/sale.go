@@ -42,6 +42,10 @@ type Sale struct {
 	// the async pipeline to persist what it accepted (default 1m).
 	Timeout      time.Duration
 	DrainTimeout time.Duration
+	// Unreachable is how long a target may answer nothing while its
+	// requests fail before the sale stops with ErrUnreachable (default
+	// 3s; see Load.Unreachable).
+	Unreachable time.Duration
 	// Progress returns the display of a run (default: none).
 	Progress func(label string, total int) Progress
 }
@@ -62,7 +66,7 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 	client := NewClient(s.Concurrency, orDefault(s.Timeout, 30*time.Second))
 	defer client.CloseIdleConnections()
 	if row.VoucherID, err = s.createVoucher(ctx, client); err != nil {
-		return row, fmt.Errorf("%w: %w", ErrSetup, err)
+		return row, setupError(err)
 	}
 	tokens, err := s.tokens()
 	if err != nil {
@@ -74,6 +78,13 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 		return row, err
 	}
 	row.setLoad(res)
+	if res.Errors > 0 {
+		// Before the drain waits for what a dead server cannot persist,
+		// and before the calibration: are the targets still there?
+		if err := s.probe(ctx, client); err != nil {
+			return row, err
+		}
+	}
 	drained := s.Auditor.Drain(ctx, row.VoucherID, orDefault(s.DrainTimeout, time.Minute))
 	if drained != nil && !errors.Is(drained, ErrNotDrained) {
 		return row, drained
@@ -89,18 +100,28 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 			ErrSetup, row.VoucherID, s.Auditor.prefix)
 	}
 	row.setFindings(Check(ev))
-	errs := []error{drained, transportError("the sale", res)}
+	calErr, err := s.calibrate(ctx, client, shots, &row)
+	if err != nil {
+		return row, err
+	}
+	return row, errors.Join(drained, transportError("the sale", res), calErr)
+}
+
+// calibrate measures the ceiling into row. calErr counts the calibration's
+// transport errors; err is a failure that stopped it.
+func (s *Sale) calibrate(ctx context.Context, client *http.Client, shots []Shot, row *Row) (calErr, err error) {
+	var errs []error
 	for i := range calibrations {
 		// Closed loop even under --rate: a ceiling measured at the
 		// scheduled rate would only echo it.
-		cal, err := s.load(ctx, client, fmt.Sprintf("%s /healthz %d/%d", s.Strategy, i+1, calibrations), &Load{Shots: shots, NewRequest: HealthzRequest})
+		cal, err := s.load(ctx, client, fmt.Sprintf("%s ceiling %d/%d (GET /healthz)", s.Strategy, i+1, calibrations), &Load{Shots: shots, NewRequest: HealthzRequest})
 		if err != nil {
-			return row, err
+			return nil, err
 		}
 		row.CeilingRPS = max(row.CeilingRPS, round(cal.RPS(), 1))
 		errs = append(errs, transportError("the calibration", cal))
 	}
-	return row, errors.Join(errs...)
+	return errors.Join(errs...), nil
 }
 
 // calibrations is how many times the ceiling is measured; the best run
@@ -108,6 +129,41 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 // the machine, and a ceiling is what the servers can do, not what they did
 // once.
 const calibrations = 3
+
+// CeilingNote says in one line what the ceiling is.
+func CeilingNote() string {
+	return fmt.Sprintf("ceiling: after each sale, the same requests on GET /healthz (no Redis, no database), closed loop, %d times, the best counting: what HTTP alone reaches on these servers", calibrations)
+}
+
+// probe asks every target's GET /healthz until it answers, and returns
+// ErrUnreachable for one that gave no answer within Unreachable.
+func (s *Sale) probe(ctx context.Context, client *http.Client) error {
+	wait := orDefault(s.Unreachable, defaultUnreachable)
+	for _, target := range s.Targets {
+		deadline := time.Now().Add(wait)
+		for {
+			req, err := HealthzRequest(ctx, target, 0)
+			if err != nil {
+				return err
+			}
+			resp, err := client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("%w: %s gave no answer for %s after the sale's transport errors: %w", ErrUnreachable, target, wait, err)
+			}
+			if err := sleepUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// defaultUnreachable is Sale.Unreachable's default.
+const defaultUnreachable = 3 * time.Second
 
 // load runs l against the sale's targets with its concurrency and client,
 // and shows its progress.
@@ -117,6 +173,7 @@ func (s *Sale) load(ctx context.Context, client *http.Client, label string, l *L
 		progress = s.Progress(label, countRequests(l.Shots))
 	}
 	l.Targets, l.Concurrency, l.Client, l.Progress = s.Targets, s.Concurrency, client, progress
+	l.Unreachable = orDefault(s.Unreachable, defaultUnreachable)
 	res, err := l.Run(ctx)
 	progress.Finish()
 	return res, err
@@ -152,7 +209,7 @@ func (s *Sale) createVoucher(ctx context.Context, client *http.Client) (int64, e
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("creating the voucher: %w", err)
+		return 0, fmt.Errorf("%w: creating the voucher: %s gave no answer: %w", ErrUnreachable, s.Targets[0], err)
 	}
 	defer resp.Body.Close()
 	var created struct {
@@ -163,6 +220,15 @@ func (s *Sale) createVoucher(ctx context.Context, client *http.Client) (int64, e
 		return 0, fmt.Errorf("creating the voucher: POST %s answered %s (%s: %s)", url, resp.Status, created.Error.Code, created.Error.Message)
 	}
 	return strconv.ParseInt(created.ID, 10, 64)
+}
+
+// setupError marks err as a failure to set the sale up, unless it says
+// already that a target is unreachable.
+func setupError(err error) error {
+	if errors.Is(err, ErrUnreachable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrSetup, err)
 }
 
 // tokens mints a token per buyer, valid for a day: tokens[u-1] is user

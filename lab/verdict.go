@@ -35,22 +35,22 @@ func (r *Row) problems() []string {
 		p = append(p, fmt.Sprintf("oversold %d (%d orders for %d units)", r.Oversold, r.Orders, r.Stock))
 	}
 	if r.StockDrift < 0 {
-		p = append(p, fmt.Sprintf("lost %d stock updates (the stock fell by %d for %d orders)", -r.StockDrift, r.Stock-r.RemainingDB, r.Orders))
+		p = append(p, fmt.Sprintf("stock drift %d: %d stock updates lost (the stock fell by %d for %d orders)", r.StockDrift, -r.StockDrift, r.Stock-r.RemainingDB, r.Orders))
 	}
 	if r.StockDrift > 0 {
-		p = append(p, fmt.Sprintf("%d units of stock were taken without an order", r.StockDrift))
+		p = append(p, fmt.Sprintf("stock drift %+d: %d units of stock were taken without an order", r.StockDrift, r.StockDrift))
 	}
 	if r.DuplicateBuyers > 0 {
-		p = append(p, fmt.Sprintf("%d buyers hold more than one order", r.DuplicateBuyers))
+		p = append(p, fmt.Sprintf("%d duplicate buyers (holding more than one order)", r.DuplicateBuyers))
 	}
 	if r.Lost > 0 {
-		p = append(p, fmt.Sprintf("%d accepted orders are missing from MySQL", r.Lost))
+		p = append(p, fmt.Sprintf("%d lost orders (accepted, missing from MySQL)", r.Lost))
 	}
 	if r.Undersold > 0 {
 		p = append(p, fmt.Sprintf("undersold %d (units left while buyers without an order were turned away)", r.Undersold))
 	}
 	if r.Errors > 0 {
-		p = append(p, fmt.Sprintf("%d of %d requests got no usable answer", r.Errors, r.Requests))
+		p = append(p, fmt.Sprintf("%d errors: %d of %d requests got no usable answer", r.Errors, r.Errors, r.Requests))
 	}
 	return p
 }

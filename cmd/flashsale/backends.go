@@ -33,6 +33,15 @@ func (f *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.db, "db", "", "database URL (mysql://user:pass@host:port/name, the database must exist; or sqlite:///path.db); empty: an embedded SQLite file, for trying things out")
 }
 
+// registerServers registers the flags for a command that works on what
+// running servers hold: they name those servers' backends, and an
+// embedded one, which starts empty, is refused (see needServers).
+func (f *backendFlags) registerServers(fs *flag.FlagSet) {
+	fs.StringVar(&f.redis, "redis", "", "the servers' Redis URL (redis://host:port/db); required")
+	fs.StringVar(&f.redisPrefix, "redis-prefix", async.DefaultPrefix, "the servers' prefix of every Redis key")
+	fs.StringVar(&f.db, "db", "", "the servers' database URL (mysql://user:pass@host:port/name); required")
+}
+
 // validate checks the flags that need no connection.
 func (f *backendFlags) validate() error {
 	if strings.ContainsAny(f.redisPrefix, "{}") {
@@ -88,6 +97,7 @@ func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *bac
 		return nil, fmt.Errorf("--db: %w", err)
 	}
 	b.closers = append(b.closers, func() { b.db.Close() })
+	log.Info("connected", "redis", redact(b.redisURL), "redis_prefix", b.prefix, "db", redact(b.dbURL))
 	b.ids = idgen.New(b.redis, "id", idgen.WithPrefix(b.prefix+"idgen:"), idgen.WithFloor(b.db.MaxOrderID), idgen.WithLogger(log))
 	b.closers = append(b.closers, b.ids.Close)
 	return b, nil
@@ -99,6 +109,9 @@ func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *bac
 func (b *backends) redisOption(log *slog.Logger) (rueidis.ClientOption, error) {
 	if b.redisURL != "" {
 		opt, err := rueidis.ParseURL(b.redisURL)
+		if err != nil && !strings.Contains(b.redisURL, "://") {
+			return opt, fmt.Errorf("--redis %q is not a URL: write it as redis://%s/0 (redis://host:port/db)", b.redisURL, b.redisURL)
+		}
 		if err != nil {
 			return opt, fmt.Errorf("--redis: %w", err)
 		}

@@ -27,7 +27,7 @@ type benchConfig struct {
 	strategies  string
 	instances   int
 	targets     string
-	jwtSecret   string
+	jwtSecret   jwtSecretFlags
 	adminToken  string
 	stock       int
 	users       int
@@ -40,6 +40,7 @@ type benchConfig struct {
 	drain       time.Duration
 	startup     time.Duration
 	jsonPath    string
+	wide        bool
 	serverBin   string
 	raceWindow  time.Duration
 	rateUser    float64
@@ -52,7 +53,7 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.strategies, "strategy", strings.Join(strategies(), ","), "comma-separated strategies to run, one row each (with --target: the one label of the servers' strategy)")
 	fs.IntVar(&c.instances, "instances", 1, "service instances per strategy, sharing Redis and the database; load goes round robin across them")
 	fs.StringVar(&c.targets, "target", "", "comma-separated base URLs of running servers to load instead of starting instances (needs --jwt-secret, --admin-token, --redis, --db and --redis-prefix of those servers)")
-	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "with --target: the servers' JWT secret, to mint buyer tokens")
+	c.jwtSecret.register(fs, "with --target: the servers' JWT secret, to mint buyer tokens")
 	fs.StringVar(&c.adminToken, "admin-token", "", "with --target: the servers' admin token, to create vouchers")
 	fs.IntVar(&c.stock, "stock", 200, "stock of each run's fresh voucher (200 of 1000 buyers: enough that optimistic's undersell shows on SQLite too)")
 	fs.IntVar(&c.users, "users", 1000, "buyers (user ids 1..users)")
@@ -64,13 +65,19 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up on one request after this (a transport error)")
 	fs.DurationVar(&c.drain, "drain-timeout", time.Minute, "async: how long to wait for the consumers to persist every accepted order before auditing")
 	fs.DurationVar(&c.startup, "startup-timeout", 30*time.Second, "how long an instance may take to serve and be ready")
-	fs.StringVar(&c.jsonPath, "json", "", "also write the runs as JSON to this file")
+	c.registerOutput(fs)
 	fs.StringVar(&c.serverBin, "server-bin", "", "the flashsale binary to start child instances with (default: this one)")
 	fs.DurationVar(&c.raceWindow, "race-window", 0, "passed to the instances: sleep between reading and writing stock")
 	fs.Float64Var(&c.rateUser, "rate-limit-user", 0, "passed to the instances: order requests per second per user (0: no limit)")
 	fs.Float64Var(&c.rateIP, "rate-limit-ip", 0, "passed to the instances: order requests per second per client IP (0: no limit)")
 	fs.DurationVar(&c.lockWait, "lock-wait", time.Second, "passed to the instances: how long the lock strategy waits for a buyer's lock")
 	c.backends.register(fs)
+}
+
+// registerOutput registers the flags of what is written: --json, --wide.
+func (c *benchConfig) registerOutput(fs *flag.FlagSet) {
+	fs.StringVar(&c.jsonPath, "json", "", "also write the runs as JSON to this file")
+	fs.BoolVar(&c.wide, "wide", false, "print every column of the table (about 230 characters wide), not the ones that fit 100")
 }
 
 // strategyList returns the --strategy names.
@@ -121,7 +128,7 @@ func (c *benchConfig) validate() error {
 		switch {
 		case len(names) != 1:
 			return errors.New("with --target, --strategy is the one label of the running servers' strategy")
-		case c.jwtSecret == "" || c.adminToken == "":
+		case c.jwtSecret == (jwtSecretFlags{}) || c.adminToken == "":
 			return errors.New("with --target, --jwt-secret and --admin-token of those servers are required")
 		case c.backends.Embedded():
 			return errors.New("with --target, --redis and --db (and --redis-prefix, if not the default) of those servers are required: the audit reads them")
@@ -145,8 +152,8 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	cfg.register(fs)
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "flashsale bench [--strategy a,b] [--instances N] [--redis URL --db URL] [flags]",
-		ShortHelp:  "the load lab: run a flash sale per strategy, audit it, print one table",
+		ShortUsage: "flashsale bench [--strategy a,b] [--instances N] [--redis URL --db URL]",
+		ShortHelp:  "the load lab: a flash sale per strategy, audited, in one table",
 		LongHelp: "Starts --instances servers per strategy (child processes when --redis and a MySQL --db are both given, " +
 			"otherwise in this process, sharing its embedded backends) or loads running ones (--target), creates a fresh " +
 			"voucher, sends --requests order attempts of --users buyers (some double clicks), audits MySQL and Redis " +
@@ -157,7 +164,7 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Options: envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
 			if err := cfg.validate(); err != nil {
-				return err
+				return usage(err)
 			}
 			_, err := runBench(ctx, cfg, stdout, stderr)
 			return err
@@ -181,12 +188,16 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 	rows, err := benchRuns(ctx, cfg, logDir, log, stdout, stderr)
 	if len(rows) > 0 {
 		fmt.Fprintln(stdout)
-		if werr := lab.WriteTable(stdout, rows); werr != nil {
+		write := lab.WriteTable
+		if cfg.wide {
+			write = lab.WriteWideTable
+		}
+		if werr := write(stdout, rows); werr != nil {
 			err = errors.Join(err, werr)
 		}
 		fmt.Fprintln(stdout)
 		for _, v := range lab.Verdicts(rows) {
-			fmt.Fprintln(stdout, v)
+			say(stdout, v)
 		}
 	}
 	if cfg.jsonPath != "" {
@@ -197,7 +208,8 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "flashsale bench: logs kept in %s\n", logDir)
+		log.Error("bench failed", "err", err)
+		fmt.Fprintf(stderr, "flashsale bench: logs kept in %s: %s\n", logDir, strings.Join(logNames(logDir), ", "))
 		return rows, err
 	}
 	os.RemoveAll(logDir)
@@ -211,7 +223,11 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 		return nil, err
 	}
 	defer b.Close()
-	secret, admin := cfg.jwtSecret, cfg.adminToken
+	secret, err := cfg.jwtSecret.value()
+	if err != nil {
+		return nil, err
+	}
+	admin := cfg.adminToken
 	if cfg.targets == "" {
 		secret, admin = randomHex(32), randomHex(16)
 	}
@@ -220,8 +236,9 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 		return nil, err
 	}
 	fl := &fleets{cfg: cfg, b: b, logDir: logDir, secret: secret, admin: admin}
-	fmt.Fprintln(stdout, fl.describe())
-	fmt.Fprintln(stdout, describeLoad(cfg))
+	say(stdout, fl.describe())
+	say(stdout, describeLoad(cfg))
+	say(stdout, lab.CeilingNote())
 	var (
 		rows []lab.Row
 		errs []error
@@ -237,7 +254,9 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 			Concurrency: cfg.concurrency, Rate: cfg.rate, Timeout: cfg.timeout, DrainTimeout: cfg.drain,
 			Progress: func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) },
 		}
+		log.Info("run starting", "strategy", name, "targets", strings.Join(f.urls, ","))
 		row, err := sale.Run(ctx)
+		log.Info("run ended", "strategy", name, "voucher", row.VoucherID, "requests", row.Requests, "errors", row.Errors, "err", err)
 		if stopErr := f.stop(); stopErr != nil {
 			log.Warn("stopping instances", "strategy", name, "err", stopErr)
 		}
@@ -250,6 +269,17 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 		rows = append(rows, row)
 	}
 	return rows, errors.Join(errs...)
+}
+
+// logNames lists the logs in dir: bench.log, the lab's own, and one per
+// instance started.
+func logNames(dir string) []string {
+	entries, _ := os.ReadDir(dir) // what could be read is what is named
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 // describeLoad says what load each run gets.

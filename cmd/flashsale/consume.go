@@ -68,10 +68,12 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 	var (
 		backendsCfg backendFlags
 		consumerCfg consumerFlags
+		logs        logFlags
 	)
 	fs := flag.NewFlagSet("flashsale consume", flag.ContinueOnError)
-	backendsCfg.register(fs)
+	backendsCfg.registerServers(fs)
 	consumerCfg.register(fs)
+	logs.register(fs)
 	return &ffcli.Command{
 		Name:       "consume",
 		ShortUsage: "flashsale consume --redis URL --db URL [flags]",
@@ -80,9 +82,9 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Options:    envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
 			if err := cmp.Or(needServers("consume", backendsCfg), consumerCfg.validate()); err != nil {
-				return err
+				return usage(err)
 			}
-			log := slog.New(slog.NewTextHandler(stderr, nil))
+			log := logs.logger(stderr)
 			b, err := openBackends(ctx, backendsCfg, log)
 			if err != nil {
 				return err
@@ -91,9 +93,7 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 			c := consumerCfg.new(b, log)
 			fmt.Fprintf(stdout, "flashsale: consuming as %s\n", c.Name())
 			err = c.Run(ctx)
-			s := c.Stats()
-			fmt.Fprintf(stdout, "flashsale: consumer %s stopped: %d persisted, %d already present, %d dead-lettered, %d claimed\n",
-				c.Name(), s.Persisted, s.AlreadyPresent, s.DeadLettered, s.Claimed)
+			fmt.Fprintf(stdout, "flashsale: stopped: %s\n", consumerSummary(c))
 			return err
 		}),
 	}

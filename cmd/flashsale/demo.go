@@ -28,27 +28,27 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.IntVar(&cfg.concurrency, "concurrency", 100, "requests in flight")
 	fs.DurationVar(&cfg.raceWindow, "race-window", 2*time.Millisecond, "sleep between reading and writing stock, to make races visible")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "shuffles the order of the clicks")
-	fs.StringVar(&cfg.jsonPath, "json", "", "also write the runs as JSON to this file")
+	cfg.registerOutput(fs)
 	fs.StringVar(&redis, "redis", "", "not accepted: the demo runs on embedded backends only (use bench for real servers)")
 	fs.StringVar(&db, "db", "", "not accepted: the demo runs on embedded backends only (use bench for real servers)")
 	return &ffcli.Command{
 		Name:       "demo",
 		ShortUsage: "flashsale demo [flags]",
-		ShortHelp:  "a small sale per strategy on embedded backends, with the lab's table",
+		ShortHelp:  "a small sale per strategy on embedded backends, audited",
 		LongHelp: "Runs a small flash sale for each of the six strategies on 3 in-process instances with a 2ms race " +
 			"window, on an embedded Redis (miniredis) and SQLite: no servers needed, and no environment variables " +
 			"read. For MySQL and Redis use flashsale bench --redis URL --db URL.",
 		FlagSet: fs,
 		Exec: noArgs(func(ctx context.Context) error {
 			if redis != "" || db != "" {
-				return errors.New("demo runs on embedded backends only; for real servers run: " + realBenchCommand(cfg))
+				return usage(errors.New("demo runs on embedded backends only; for real servers run: " + realBenchCommand(cfg)))
 			}
 			cfg.strategies = strings.Join(strategies(), ",")
 			cfg.doubles = 0.25
 			cfg.timeout, cfg.drain, cfg.startup = 30*time.Second, time.Minute, 30*time.Second
 			cfg.lockWait = time.Second
 			if err := cfg.validate(); err != nil {
-				return err
+				return usage(err)
 			}
 			return demo(ctx, cfg, stdout, stderr)
 		}),
@@ -58,21 +58,31 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 // demo runs the bench and says what its table shows.
 func demo(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) error {
 	start := time.Now()
-	fmt.Fprintln(stdout, "flashsale demo: embedded backends only (miniredis and SQLite in this process; --redis/--db are not used)")
+	say(stdout, "flashsale demo: embedded backends only (miniredis and SQLite in this process; --redis/--db are not used)")
 	rows, err := runBench(ctx, cfg, stdout, stderr)
 	for _, r := range rows {
 		if r.Strategy == "mutex" && r.Instances > 1 && !r.Exact() {
-			fmt.Fprintf(stdout, "mutex locks within one instance only: with %d instances, %d buyers still race each other (try --instances 1).\n", r.Instances, r.Instances)
+			say(stdout, fmt.Sprintf("mutex locks within one instance only: with %d instances, %d buyers still race each other (try --instances 1).", r.Instances, r.Instances))
 		}
 	}
-	fmt.Fprintf(stdout, "\nThe demo took %s. The same against MySQL and Redis, with each instance a process of its own:\n  %s\n",
-		time.Since(start).Round(100*time.Millisecond), realBenchCommand(cfg))
+	fmt.Fprintln(stdout)
+	say(stdout, fmt.Sprintf("The demo took %s. The same against MySQL and Redis, with each instance a process of its own (create the database first):",
+		time.Since(start).Round(100*time.Millisecond)))
+	fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    %s \\\n    %s\n", strings.Join(strategies(), ","), realBenchLoad(cfg), realBenchServers)
 	return err
 }
 
 // realBenchCommand is the bench command line that runs the demo's sale
 // on real servers.
 func realBenchCommand(cfg benchConfig) string {
-	return fmt.Sprintf("flashsale bench --strategy %s --instances %d --race-window %s --redis redis://127.0.0.1:6379/0 --db mysql://root@127.0.0.1:3306/flashsale_lab (create the database first)",
-		strings.Join(strategies(), ","), max(cfg.instances, 3), max(cfg.raceWindow, 2*time.Millisecond))
+	return fmt.Sprintf("flashsale bench --strategy %s %s %s (create the database first)",
+		strings.Join(strategies(), ","), realBenchLoad(cfg), realBenchServers)
 }
+
+// realBenchLoad are the flags that give bench the demo's load.
+func realBenchLoad(cfg benchConfig) string {
+	return fmt.Sprintf("--instances %d --race-window %s", max(cfg.instances, 3), max(cfg.raceWindow, 2*time.Millisecond))
+}
+
+// realBenchServers are the flags that point bench at local servers.
+const realBenchServers = "--redis redis://127.0.0.1:6379/0 --db mysql://root@127.0.0.1:3306/flashsale_lab"

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/flashsale/flashsale/lab"
 )
@@ -54,9 +55,46 @@ func TestDemo(t *testing.T) {
 	if r := runs["async"]; r.RemainingRedis == nil || *r.RemainingRedis != 0 {
 		t.Errorf("async: remaining_redis %v, want 0", r.RemainingRedis)
 	}
-	for _, want := range []string{"mode: in-process — 3 instances", "exact: ", "conditional (50 orders for 50 units)", "flashsale bench --strategy naive,mutex,optimistic,conditional,lock,async --instances 3"} {
-		if !strings.Contains(stdout.String(), want) {
+	words := strings.Join(strings.Fields(stdout.String()), " ") // the paragraphs unwrapped
+	for _, want := range []string{"mode: in-process — 3 instances", "exact: ", "conditional (50 orders for 50 units)",
+		"flashsale bench --strategy naive,mutex,optimistic,conditional,lock,async \\ --instances 3", "ceiling: "} {
+		if !strings.Contains(words, want) {
 			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+	checkWidth(t, "stdout", stdout.String(), 100)
+	checkWidth(t, "stderr", stderr.String(), 100)
+}
+
+// checkWidth fails the test for a line of out wider than width columns.
+func checkWidth(t *testing.T, what, out string, width int) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > width {
+			t.Errorf("%s has a line of %d columns, want at most %d:\n%s", what, n, width, line)
+		}
+	}
+}
+
+// TestDemoWide: with --wide the table has every column, the ones the
+// default table leaves out too.
+func TestDemoWide(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"demo", "--wide", "--stock", "5", "--users", "30", "--concurrency", "10"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("demo --wide: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var heading string
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "strategy ") {
+			heading = line
+		}
+	}
+	for _, column := range []string{"inst", "requests", "accepted", "rejected", "errors", "orders", "buyers", "dup buyers",
+		"left db", "left redis", "oversold", "lost orders", "undersold", "stock drift", "rps", "ceiling", "of ceiling",
+		"p50 ms", "p90 ms", "p99 ms", "max ms", "rejected by code"} {
+		if !strings.Contains(heading, " "+column) {
+			t.Errorf("the wide table's heading lacks %q: %q", column, heading)
 		}
 	}
 }

@@ -4,45 +4,43 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"strings"
 	"testing"
 )
 
 // TestCommandsRejectBadFlags: bad flag values and stray words fail before
-// anything is opened, with an error naming the flag; stray words are usage
-// errors (exit status 2).
+// anything is opened, with an error naming the flag: usage errors (exit
+// status 2).
 func TestCommandsRejectBadFlags(t *testing.T) {
 	servers := []string{"--redis", "redis://127.0.0.1:1/0", "--db", "mysql://root@127.0.0.1:1/x"}
 	tests := []struct {
-		name  string
-		args  []string
-		want  string
-		usage bool
+		name string
+		args []string
+		want string
 	}{
-		{"a stray word drops the flags after it", []string{"serve", "--strategy", "async", "--consume", "false", "--redis", "redis://127.0.0.1:6379/0"}, `unexpected argument "false"`, true},
-		{"a stray word after token's flags", []string{"token", "--user", "1", "extra"}, `unexpected argument "extra"`, true},
-		{"NaN rate limit", []string{"serve", "--rate-limit-ip", "NaN"}, "must be numbers", false},
-		{"no lock wait", []string{"serve", "--lock-wait", "0s"}, "--lock-wait and --shutdown-timeout must be positive", false},
-		{"serve: no delivery before dead-lettering", []string{"serve", "--strategy", "async", "--max-deliveries", "-1"}, "--max-deliveries must be at least 1", false},
-		{"serve: claim time shorter than a batch", []string{"serve", "--strategy", "async", "--claim-idle", "1ms"}, "--claim-idle must be at least 1s", false},
-		{"serve: negative batch", []string{"serve", "--strategy", "async", "--batch", "-5"}, "--batch must be at least 1", false},
-		{"consume on embedded backends", []string{"consume"}, "consume needs --redis and --db", false},
-		{"consume: empty batch", append([]string{"consume", "--batch", "0"}, servers...), "--batch must be at least 1", false},
-		{"reconcile on embedded backends", []string{"reconcile"}, "reconcile needs --redis and --db", false},
-		{"reconcile: negative voucher", append([]string{"reconcile", "--voucher", "-1"}, servers...), "--voucher must be a voucher id", false},
-		{"token already expired", []string{"token", "--jwt-secret", strings.Repeat("s", 32), "--user", "1", "--ttl", "-1h"}, "--ttl must be positive", false},
-		{"bench: no request timeout", []string{"bench", "--timeout", "-1s"}, "must be positive", false},
-		{"bench: NaN rate limit", []string{"bench", "--rate-limit-user", "NaN"}, "rate limits must not be negative", false},
-		{"bench: NaN rate", []string{"bench", "--rate", "NaN"}, "--rate must not be negative", false},
-		{"bench: NaN double clicks", []string{"bench", "--double-clicks", "NaN"}, "--double-clicks must be within [0, 1]", false},
+		{"a stray word drops the flags after it", []string{"serve", "--strategy", "async", "--consume", "false", "--redis", "redis://127.0.0.1:6379/0"}, `unexpected argument "false"`},
+		{"a stray word after token's flags", []string{"token", "--user", "1", "extra"}, `unexpected argument "extra"`},
+		{"NaN rate limit", []string{"serve", "--rate-limit-ip", "NaN"}, "must be numbers"},
+		{"no lock wait", []string{"serve", "--lock-wait", "0s"}, "--lock-wait and --shutdown-timeout must be positive"},
+		{"serve: no delivery before dead-lettering", []string{"serve", "--strategy", "async", "--max-deliveries", "-1"}, "--max-deliveries must be at least 1"},
+		{"serve: claim time shorter than a batch", []string{"serve", "--strategy", "async", "--claim-idle", "1ms"}, "--claim-idle must be at least 1s"},
+		{"serve: negative batch", []string{"serve", "--strategy", "async", "--batch", "-5"}, "--batch must be at least 1"},
+		{"consume on embedded backends", []string{"consume"}, "consume needs --redis and --db"},
+		{"consume: empty batch", append([]string{"consume", "--batch", "0"}, servers...), "--batch must be at least 1"},
+		{"reconcile on embedded backends", []string{"reconcile"}, "reconcile needs --redis and --db"},
+		{"reconcile: negative voucher", append([]string{"reconcile", "--voucher", "-1"}, servers...), "--voucher must be a voucher id"},
+		{"token already expired", []string{"token", "--jwt-secret", strings.Repeat("s", 32), "--user", "1", "--ttl", "-1h"}, "--ttl must be positive"},
+		{"bench: no request timeout", []string{"bench", "--timeout", "-1s"}, "must be positive"},
+		{"bench: NaN rate limit", []string{"bench", "--rate-limit-user", "NaN"}, "rate limits must not be negative"},
+		{"bench: NaN rate", []string{"bench", "--rate", "NaN"}, "--rate must not be negative"},
+		{"bench: NaN double clicks", []string{"bench", "--double-clicks", "NaN"}, "--double-clicks must be within [0, 1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			err := run(context.Background(), tt.args, &stdout, &stderr)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, flag.ErrHelp) != tt.usage {
-				t.Errorf("%v = %v; want an error containing %q, usage error %v", tt.args, err, tt.want, tt.usage)
+			if _, usage := errors.AsType[*usageError](err); !usage || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%v = %v; want a usage error containing %q", tt.args, err, tt.want)
 			}
 		})
 	}

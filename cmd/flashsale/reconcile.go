@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"text/tabwriter"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -14,9 +13,13 @@ import (
 )
 
 func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
-	var backendsCfg backendFlags
+	var (
+		backendsCfg backendFlags
+		logs        logFlags
+	)
 	fs := flag.NewFlagSet("flashsale reconcile", flag.ContinueOnError)
-	backendsCfg.register(fs)
+	backendsCfg.registerServers(fs)
+	logs.register(fs)
 	voucher := fs.Int64("voucher", 0, "reconcile only this voucher (default: every voucher in MySQL)")
 	fix := fs.Bool("fix", false, "repair what is safe to repair (re-queue lost orders, give back the stock of dead-lettered ones MySQL had stock for)")
 	return &ffcli.Command{
@@ -30,12 +33,12 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Options: envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
 			if err := needServers("reconcile", backendsCfg); err != nil {
-				return err
+				return usage(err)
 			}
 			if *voucher < 0 {
-				return fmt.Errorf("--voucher must be a voucher id, got %d", *voucher)
+				return usage(fmt.Errorf("--voucher must be a voucher id, got %d", *voucher))
 			}
-			log := slog.New(slog.NewTextHandler(stderr, nil))
+			log := logs.logger(stderr)
 			b, err := openBackends(ctx, backendsCfg, log)
 			if err != nil {
 				return err

@@ -28,7 +28,7 @@ import (
 type serveConfig struct {
 	addr        string
 	strategy    string
-	jwtSecret   string
+	jwtSecret   jwtSecretFlags
 	adminToken  string
 	rateUser    float64
 	rateIP      float64
@@ -81,7 +81,7 @@ func strategies() []string {
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.strategy, "strategy", "conditional", "how orders are taken: "+strings.Join(strategies(), ", "))
-	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret for user tokens (at least 32 bytes)")
+	c.jwtSecret.register(fs, "HS256 secret for user tokens")
 	fs.StringVar(&c.adminToken, "admin-token", "", "bearer token for admin routes (creating vouchers)")
 	fs.Float64Var(&c.rateUser, "rate-limit-user", 0, "order requests per second per user (0: no limit)")
 	fs.Float64Var(&c.rateIP, "rate-limit-ip", 0, "order requests per second per client IP, per /64 for IPv6 (0: no limit)")
@@ -115,9 +115,13 @@ func (c *serveConfig) validate() error {
 }
 
 func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
-	var cfg serveConfig
+	var (
+		cfg  serveConfig
+		logs logFlags
+	)
 	fs := flag.NewFlagSet("flashsale serve", flag.ContinueOnError)
 	cfg.register(fs)
+	logs.register(fs)
 	return &ffcli.Command{
 		Name:       "serve",
 		ShortUsage: "flashsale serve [flags]",
@@ -126,9 +130,9 @@ func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Options:    envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
 			if err := cfg.validate(); err != nil {
-				return err
+				return usage(err)
 			}
-			log := slog.New(slog.NewTextHandler(stderr, nil))
+			log := logs.logger(stderr)
 			return serve(ctx, cfg, log, stdout)
 		}),
 	}
@@ -147,6 +151,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		return err
 	}
 	fmt.Fprintf(stdout, "flashsale: serving %s (strategy %s)\n", inst.URL, cfg.strategy)
+	warnNoAdminToken(cfg, log)
+	started := time.Now()
+	defer func() { fmt.Fprintln(stdout, serveSummary(inst, cfg, time.Since(started))) }()
 	select {
 	case err := <-inst.failed:
 		inst.Stop(context.WithoutCancel(ctx))
@@ -166,15 +173,21 @@ type instance struct {
 	srv    *http.Server
 	svc    *services
 	failed chan error // the server stopped by itself
+	// answers counts what the server answered.
+	answers answerCounter
 	// stopConsumer stops the consumer and waits for it.
 	stopConsumer func()
 }
 
 // startInstance starts serving cfg's strategy on cfg.addr over b.
 func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, error) {
-	authn, err := auth.New(cfg.jwtSecret, cfg.adminToken)
+	secret, err := cfg.jwtSecret.value()
 	if err != nil {
-		return nil, fmt.Errorf("%w (set --jwt-secret or FLASHSALE_JWT_SECRET)", err)
+		return nil, err
+	}
+	authn, err := auth.New(secret, cfg.adminToken)
+	if err != nil {
+		return nil, fmt.Errorf("%w (set --jwt-secret, --jwt-secret-file or FLASHSALE_JWT_SECRET)", err)
 	}
 	svc, err := newServices(cfg, b, log)
 	if err != nil {
@@ -204,7 +217,7 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		Logger:     log,
 	}
 	inst.srv = &http.Server{
-		Handler:           api.Handler(),
+		Handler:           inst.answers.wrap(api.Handler()),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,

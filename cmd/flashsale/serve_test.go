@@ -27,12 +27,18 @@ const (
 // does) and returns run's error.
 func startServe(t *testing.T, args ...string) (string, func() error) {
 	t.Helper()
+	return runServe(t, io.Discard, io.Discard, append([]string{"--jwt-secret", serveSecret, "--admin-token", serveAdmin}, args...)...)
+}
+
+// runServe is startServe with only args (and --addr), the log going to
+// stderr and what serve prints after its URL to rest.
+func runServe(t *testing.T, stderr, rest io.Writer, args ...string) (string, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--jwt-secret", serveSecret, "--admin-token", serveAdmin}, args...)
-		err := run(ctx, args, pw, io.Discard)
+		err := run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), pw, stderr)
 		pw.CloseWithError(fmt.Errorf("serve ended: %v", err))
 		done <- err
 	}()
@@ -41,7 +47,8 @@ func startServe(t *testing.T, args ...string) (string, func() error) {
 		cancel()
 		t.Fatalf("serve printed no URL: %v", err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	copied := make(chan struct{})
+	go func() { defer close(copied); _, _ = io.Copy(rest, pr) }()
 	url, _, _ := strings.Cut(strings.TrimPrefix(line, lab.ServingPrefix), " ")
 	stopped := false
 	stop := func() error {
@@ -50,7 +57,9 @@ func startServe(t *testing.T, args ...string) (string, func() error) {
 		}
 		stopped = true
 		cancel()
-		return <-done
+		err := <-done
+		<-copied
+		return err
 	}
 	t.Cleanup(func() { _ = stop() })
 	return url, stop

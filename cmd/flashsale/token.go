@@ -17,26 +17,31 @@ import (
 
 func tokenCommand(stdout io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("flashsale token", flag.ContinueOnError)
-	secret := fs.String("jwt-secret", "", "HS256 secret the server verifies tokens with (at least 32 bytes)")
+	var secret jwtSecretFlags
+	secret.register(fs, "HS256 secret the server verifies tokens with")
 	user := fs.String("user", "", "a user id (42) or an inclusive range (1-1000); one token per line")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the tokens are valid")
 	return &ffcli.Command{
 		Name:       "token",
-		ShortUsage: "flashsale token --jwt-secret S --user 42 | --user 1-1000",
+		ShortUsage: "flashsale token (--jwt-secret S | --jwt-secret-file F) --user 42|1-1000",
 		ShortHelp:  "print user tokens for testing",
 		FlagSet:    fs,
 		Options:    envOptions(),
 		Exec: noArgs(func(context.Context) error {
-			a, err := auth.New(*secret, "")
+			s, err := secret.value()
 			if err != nil {
-				return err
+				return usage(err)
+			}
+			a, err := auth.New(s, "")
+			if err != nil {
+				return usage(err)
 			}
 			first, last, err := parseUserRange(*user)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			if *ttl <= 0 {
-				return fmt.Errorf("--ttl must be positive, got %v", *ttl)
+				return usage(fmt.Errorf("--ttl must be positive, got %v", *ttl))
 			}
 			w := bufio.NewWriter(stdout)
 			for id := first; ; id++ { // up to last, which may be the largest int64
