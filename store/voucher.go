@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/flashsale/flashsale"
 )
@@ -93,6 +94,39 @@ func (db *DB) ListVouchers(ctx context.Context) ([]*flashsale.Voucher, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, wrap("list vouchers", err)
+	}
+	return vs, nil
+}
+
+// FindVouchers returns up to limit vouchers, newest (highest id) first,
+// with their order counts as in FindVoucher. With before > 0 it returns
+// only ids below it: passing the last id of one page gives the next page,
+// unchanged by vouchers created meanwhile (keyset pagination on the primary
+// key, so each page is one index range scan). EInvalid when limit is not
+// positive.
+func (db *DB) FindVouchers(ctx context.Context, before int64, limit int) ([]*flashsale.Voucher, error) {
+	if limit <= 0 {
+		return nil, flashsale.Errorf(flashsale.EInvalid, "limit must be positive, got %d", limit)
+	}
+	if before <= 0 {
+		before = math.MaxInt64 // every id is below it: the first page
+	}
+	rows, err := db.r.QueryContext(ctx, "SELECT "+voucherColumns+", "+createdOrders+
+		" FROM vouchers v WHERE v.id < ? ORDER BY v.id DESC LIMIT ?", before, limit)
+	if err != nil {
+		return nil, wrap("find vouchers", err)
+	}
+	defer rows.Close()
+	vs := []*flashsale.Voucher{}
+	for rows.Next() {
+		v, err := scanVoucher(rows, true)
+		if err != nil {
+			return nil, wrap("find vouchers", err)
+		}
+		vs = append(vs, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("find vouchers", err)
 	}
 	return vs, nil
 }
