@@ -166,6 +166,10 @@ type VoucherService interface {
 	// FindVoucher returns the voucher with its remaining stock and order
 	// count, or ENotFound.
 	FindVoucher(ctx context.Context, id int64) (*Voucher, error)
+	// FindVouchers returns up to limit vouchers, newest (highest id)
+	// first, with the figures FindVoucher gives. With before > 0 only ids
+	// below it: the last id of one page asks for the next one.
+	FindVouchers(ctx context.Context, before int64, limit int) ([]*Voucher, error)
 }
 
 // OrderService takes and finds orders.

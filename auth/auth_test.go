@@ -174,3 +174,28 @@ func TestUserRejectsNonCanonical(t *testing.T) {
 		})
 	}
 }
+
+func TestSealOpen(t *testing.T) {
+	a := newAuth(t)
+	other, err := New("another-secret-another-secret-xx", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := a.Seal("cursor", []byte("page 2"))
+	if got, ok := a.Open("cursor", sealed); !ok || string(got) != "page 2" {
+		t.Fatalf("Open(Seal(x)) = %q, %v", got, ok)
+	}
+	if got, ok := other.Open("cursor", sealed); ok {
+		t.Errorf("another secret opened %q", got)
+	}
+	if got, ok := a.Open("other purpose", sealed); ok {
+		t.Errorf("another purpose opened %q", got)
+	}
+	flipped := []byte(sealed)
+	flipped[2] ^= 1
+	for _, s := range []string{"", "x", sealed[:len(sealed)-1], sealed + "A", sealed + "=", string(flipped), strings.ToUpper(sealed)} {
+		if got, ok := a.Open("cursor", s); ok {
+			t.Errorf("Open(%q) = %q, true; want refused", s, got)
+		}
+	}
+}

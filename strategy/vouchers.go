@@ -35,3 +35,7 @@ func (s *vouchers) CreateVoucher(ctx context.Context, v *flashsale.Voucher) erro
 func (s *vouchers) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher, error) {
 	return s.db.FindVoucher(ctx, id)
 }
+
+func (s *vouchers) FindVouchers(ctx context.Context, before int64, limit int) ([]*flashsale.Voucher, error) {
+	return s.db.FindVouchers(ctx, before, limit)
+}
