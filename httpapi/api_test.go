@@ -441,11 +441,21 @@ func TestRateLimiterDownIsUnavailable(t *testing.T) {
 
 func TestMethodNotAllowed(t *testing.T) {
 	api := newTestAPI(t, apiOptions{})
-	var eb errorBody
-	res := api.do("DELETE", "/api/vouchers/1", adminToken, "", &eb)
-	wantError(t, res, eb, http.StatusMethodNotAllowed, flashsale.EInvalid)
-	if allow := res.Header.Get("Allow"); !strings.Contains(allow, "GET") {
-		t.Fatalf("Allow = %q, want GET in it", allow)
+	tests := []struct{ method, path, allow string }{
+		{"DELETE", "/api/vouchers/1", "GET, HEAD"},
+		{"PUT", "/api/vouchers", "GET, HEAD, POST"},
+		{"GET", "/api/vouchers/1/orders", "POST"},
+		{"POST", "/openapi.json", "GET, HEAD"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			var eb errorBody
+			res := api.do(tt.method, tt.path, adminToken, "", &eb)
+			wantError(t, res, eb, http.StatusMethodNotAllowed, flashsale.EMethodNotAllowed)
+			if allow := res.Header.Get("Allow"); allow != tt.allow || !strings.Contains(eb.Error.Message, tt.allow) {
+				t.Fatalf("Allow = %q, message %q; want %q in both", allow, eb.Error.Message, tt.allow)
+			}
+		})
 	}
 }
 
