@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"math"
+	"net/http"
 	"strings"
 	"unicode/utf8"
 

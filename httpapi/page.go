@@ -98,4 +98,3 @@ func (s *Server) parseCursor(c string) (int64, error) {
 	}
 	return int64(binary.BigEndian.Uint64(data)), nil
 }
-
