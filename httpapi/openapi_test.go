@@ -118,7 +118,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, body := api.raw(t, "GET", "/openapi.json", "", "")
+	res, body := api.raw("GET", "/openapi.json", "", "")
 	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "application/json" || !bytes.Equal(body, httpapi.OpenAPI()) {
 		t.Fatalf("GET /openapi.json: %d %s, %d bytes; want the embedded document", res.StatusCode, res.Header.Get("Content-Type"), len(body))
 	}
@@ -152,7 +152,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
-			res, body := api.raw(t, tt.method, tt.path, tt.token, tt.body)
+			res, body := api.raw(tt.method, tt.path, tt.token, tt.body)
 			if res.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d: %s", res.StatusCode, tt.status, body)
 			}
@@ -179,26 +179,4 @@ func validateResponse(t *testing.T, router routers.Router, res *http.Response, b
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		t.Fatalf("the response does not match openapi.json: %v\n%s", err, body)
 	}
-}
-
-// raw sends a request and returns the response with its whole body.
-func (api *testAPI) raw(t *testing.T, method, path, token, body string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, api.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, data
 }
