@@ -9,19 +9,30 @@ import (
 // Error codes. Each maps to one HTTP status in package httpapi; nothing else
 // needs to know about HTTP.
 const (
-	EInvalid        = "invalid"
-	EUnauthorized   = "unauthorized"
-	EForbidden      = "forbidden"
-	ENotFound       = "not_found"
-	ESoldOut        = "sold_out"
-	EDuplicateOrder = "duplicate_order"
-	ENotStarted     = "not_started"
-	EEnded          = "ended"
-	ERateLimited    = "rate_limited"
-	EBusy           = "busy"
-	EUnavailable    = "unavailable"
-	EInternal       = "internal"
+	EInvalid          = "invalid"
+	EUnauthorized     = "unauthorized"
+	EForbidden        = "forbidden"
+	ENotFound         = "not_found"
+	EMethodNotAllowed = "method_not_allowed"
+	ESoldOut          = "sold_out"
+	EDuplicateOrder   = "duplicate_order"
+	ENotStarted       = "not_started"
+	EEnded            = "ended"
+	ERateLimited      = "rate_limited"
+	EBusy             = "busy"
+	EUnavailable      = "unavailable"
+	EInternal         = "internal"
 )
+
+// ErrorCodes returns every error code above, so that what maps or
+// documents them can be checked for completeness.
+func ErrorCodes() []string {
+	return []string{
+		EInvalid, EUnauthorized, EForbidden, ENotFound, EMethodNotAllowed,
+		ESoldOut, EDuplicateOrder, ENotStarted, EEnded,
+		ERateLimited, EBusy, EUnavailable, EInternal,
+	}
+}
 
 // Error is an error meant for the caller of the service: a code from the
 // list above and a message that is safe to show. Any other error is an

@@ -8,7 +8,10 @@ package flashsale
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Voucher is a seckill voucher: a limited stock sold during a sale window.
@@ -32,11 +35,10 @@ type Voucher struct {
 // Validate reports the first problem with a voucher about to be created as
 // an EInvalid error.
 func (v *Voucher) Validate() error {
+	if err := checkTitle(v.Title); err != nil {
+		return err
+	}
 	switch {
-	case v.Title == "":
-		return Errorf(EInvalid, "title is required")
-	case len(v.Title) > 255:
-		return Errorf(EInvalid, "title is longer than 255 bytes")
 	case v.Stock <= 0:
 		return Errorf(EInvalid, "stock must be a positive number")
 	case v.Stock > MaxStock:
@@ -51,6 +53,60 @@ func (v *Voucher) Validate() error {
 		return Errorf(EInvalid, "end_time must be after begin_time (to the microsecond)")
 	}
 	return nil
+}
+
+// MaxTitleBytes bounds a voucher's title, in bytes of UTF-8.
+const MaxTitleBytes = 255
+
+// checkTitle requires a title of at most MaxTitleBytes and refuses what would make a title display as something other
+// than it is: bytes that are not UTF-8 (and U+FFFD, which a JSON decoder
+// puts in their place or in that of an unpaired surrogate escape), C0 and
+// C1 control characters, and the bidirectional embedding, override and
+// isolate characters, which can reorder the text around them on screen. A
+// title is one line, so newline, tab and the Unicode line and paragraph
+// separators are refused too.
+func checkTitle(title string) error {
+	switch {
+	case title == "":
+		return Errorf(EInvalid, "title is required")
+	case len(title) > MaxTitleBytes:
+		return Errorf(EInvalid, "title is longer than %d bytes", MaxTitleBytes)
+	}
+	for i, r := range title {
+		switch {
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(title[i:]); n == 1 {
+				return Errorf(EInvalid, "title is not valid UTF-8 (at byte %d)", i)
+			}
+			return Errorf(EInvalid, "title must not contain U+FFFD, the replacement character (at byte %d): the text it came from was not valid UTF-8", i)
+		case r < 0x20 || r >= 0x7f && r <= 0x9f:
+			return Errorf(EInvalid, "title must not contain the control character %U (at byte %d); a title is one line, without tabs", r, i)
+		case r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069:
+			return Errorf(EInvalid, "title must not contain the bidirectional control character %U (at byte %d): it can make the text display in another order than it is stored", r, i)
+		case r == 0x2028 || r == 0x2029:
+			return Errorf(EInvalid, "title must not contain the line or paragraph separator %U (at byte %d); a title is one line", r, i)
+		}
+	}
+	return nil
+}
+
+// ParseID parses s as an id: a positive decimal integer within int64,
+// written in its one canonical form (digits only, no sign, no leading
+// zeros), so that one id has one spelling in paths, tokens and keys.
+func ParseID(s string) (int64, error) {
+	if s == "" || len(s) > 19 || s[0] < '1' || s[0] > '9' {
+		return 0, fmt.Errorf("%q is not a positive decimal integer without sign or leading zeros", s)
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("%q is not a positive decimal integer without sign or leading zeros", s)
+		}
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is larger than the largest id, %d", s, int64(1<<63-1))
+	}
+	return id, nil
 }
 
 // inTimeRange reports whether t, in UTC, is in the years MySQL's DATETIME
@@ -110,6 +166,10 @@ type VoucherService interface {
 	// FindVoucher returns the voucher with its remaining stock and order
 	// count, or ENotFound.
 	FindVoucher(ctx context.Context, id int64) (*Voucher, error)
+	// FindVouchers returns up to limit vouchers, newest (highest id)
+	// first, with the figures FindVoucher gives. With before > 0 only ids
+	// below it: the last id of one page asks for the next one.
+	FindVouchers(ctx context.Context, before int64, limit int) ([]*Voucher, error)
 }
 
 // OrderService takes and finds orders.

@@ -3,6 +3,7 @@ package flashsale_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,83 @@ func TestErrorHelpers(t *testing.T) {
 		if got := errors.Is(tt.err, busy); got != tt.errorsIsBusy {
 			t.Errorf("errors.Is(%v, busy) = %v", tt.err, got)
 		}
+	}
+}
+
+func TestVoucherValidateTitle(t *testing.T) {
+	begin := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		title   string
+		message string // "" for valid
+	}{
+		{"100 off", ""},
+		{"Ünïcödé 秒杀 🎉", ""},
+		{"a\u200fb", ""}, // a right-to-left mark is not an override
+		{"a\x00b", "control character U+0000"},
+		{"a\nb", "control character U+000A"},
+		{"a\tb", "control character U+0009"},
+		{"a\x7fb", "control character U+007F"},
+		{"a\u0085b", "control character U+0085"},
+		{"a\u202eb", "bidirectional control character U+202E"},
+		{"a\u202ab", "bidirectional control character U+202A"},
+		{"a\u2066b", "bidirectional control character U+2066"},
+		{"a\u2069b", "bidirectional control character U+2069"},
+		{"a\u2028b", "line or paragraph separator U+2028"},
+		{"a\xffb", "not valid UTF-8 (at byte 1)"},
+		{"a\xe2\x82", "not valid UTF-8"},
+		{"a\ufffdb", "U+FFFD"},
+		{strings.Repeat("é", 128), "longer than 255 bytes"},
+		{strings.Repeat("x", 255), ""},
+	}
+	for _, tt := range tests {
+		v := flashsale.Voucher{Title: tt.title, Stock: 1, BeginTime: begin, EndTime: begin.Add(time.Hour)}
+		err := v.Validate()
+		if tt.message == "" && err != nil || tt.message != "" && (flashsale.ErrorCode(err) != flashsale.EInvalid || !strings.Contains(flashsale.ErrorMessage(err), tt.message)) {
+			t.Errorf("Validate(title %q) = %v; want %q", tt.title, err, tt.message)
+		}
+	}
+}
+
+func TestParseID(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64 // 0: refused
+	}{
+		{"7", 7},
+		{"1", 1},
+		{"9223372036854775807", 1<<63 - 1},
+		{"", 0},
+		{"0", 0},
+		{"+7", 0},
+		{"-1", 0},
+		{"007", 0},
+		{"07", 0},
+		{" 7", 0},
+		{"7 ", 0},
+		{"1.5", 0},
+		{"1e3", 0},
+		{"0x10", 0},
+		{"９", 0}, // a full-width digit
+		{"9223372036854775808", 0},
+		{"99999999999999999999", 0},
+	}
+	for _, tt := range tests {
+		got, err := flashsale.ParseID(tt.in)
+		if got != tt.want || (err == nil) != (tt.want != 0) {
+			t.Errorf("ParseID(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestErrorCodesAreDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range flashsale.ErrorCodes() {
+		if c == "" || seen[c] {
+			t.Errorf("error code %q is empty or listed twice", c)
+		}
+		seen[c] = true
+	}
+	if !seen[flashsale.EMethodNotAllowed] || !seen[flashsale.EInternal] {
+		t.Errorf("ErrorCodes() = %v misses codes", flashsale.ErrorCodes())
 	}
 }

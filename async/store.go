@@ -28,6 +28,9 @@ type VoucherStore interface {
 	// Voucher returns a voucher's row; FindVoucher adds its order count.
 	Voucher(ctx context.Context, id int64) (*flashsale.Voucher, error)
 	FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher, error)
+	// FindVouchers returns a page of vouchers, highest id first, below
+	// before when before > 0.
+	FindVouchers(ctx context.Context, before int64, limit int) ([]*flashsale.Voucher, error)
 	// VoucherSnapshot returns a voucher's row and the orders holding its
 	// stock from one snapshot: what Redis is reloaded from.
 	VoucherSnapshot(ctx context.Context, id int64) (*flashsale.Voucher, []flashsale.Order, error)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/flashsale/flashsale"
 )
 
@@ -78,6 +80,32 @@ func (s *Service) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher
 		return &v, nil
 	}
 	return s.db.FindVoucher(ctx, id)
+}
+
+// FindVouchers returns a page of vouchers from MySQL (see
+// store.DB.FindVouchers) with the figures FindVoucher gives: Redis's for
+// the vouchers loaded there, read in one pipelined round of snapshots, and
+// MySQL's for the others.
+func (s *Service) FindVouchers(ctx context.Context, before int64, limit int) ([]*flashsale.Voucher, error) {
+	vs, err := s.db.FindVouchers(ctx, before, limit)
+	if err != nil || len(vs) == 0 {
+		return vs, err
+	}
+	execs := make([]rueidis.LuaExec, len(vs))
+	for i, v := range vs {
+		vk := s.keys.voucher(v.ID)
+		execs[i] = rueidis.LuaExec{Keys: []string{vk.meta, vk.buyers}}
+	}
+	for i, res := range snapshotScript.ExecMulti(ctx, s.client, execs...) {
+		snap, err := res.AsIntSlice()
+		if err != nil {
+			return nil, unavailable("find vouchers", err)
+		}
+		if len(snap) == 3 {
+			vs[i].Remaining, vs[i].Orders = int(snap[0]), int(snap[2])
+		}
+	}
+	return vs, nil
 }
 
 // static returns a copy of the voucher's row, read from MySQL once.

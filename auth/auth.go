@@ -4,7 +4,10 @@
 package auth
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -62,21 +65,101 @@ func (a *Authenticator) UserToken(userID int64, ttl time.Duration) (string, erro
 // User verifies a user token and returns the user id it names. Every
 // failure is an EUnauthorized error that says what was wrong.
 func (a *Authenticator) User(token string) (int64, error) {
-	var claims jwt.RegisteredClaims
+	var claims userClaims
 	_, err := a.parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.secret, nil })
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token has expired")
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
 		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token has no expiry (exp)")
+	case errors.Is(err, errNotNumericDate):
+		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token's exp, nbf and iat must be JSON numbers (seconds since 1970)")
 	case err != nil:
 		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token is not valid")
 	}
-	id, err := strconv.ParseInt(claims.Subject, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token's subject is not a user id")
+	id, err := flashsale.ParseID(claims.Subject)
+	if err != nil {
+		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token's subject is not a user id: %v", err)
 	}
 	return id, nil
+}
+
+// userClaims are the claims of a user token. Unlike jwt.RegisteredClaims,
+// its times must be JSON numbers, as RFC 7519 defines a NumericDate: the
+// library also takes a string holding a number.
+type userClaims struct {
+	Subject   string       `json:"sub"`
+	ExpiresAt *numericDate `json:"exp"`
+	NotBefore *numericDate `json:"nbf"`
+	IssuedAt  *numericDate `json:"iat"`
+}
+
+var _ jwt.Claims = (*userClaims)(nil)
+
+func (c *userClaims) GetExpirationTime() (*jwt.NumericDate, error) { return c.ExpiresAt.get(), nil }
+func (c *userClaims) GetNotBefore() (*jwt.NumericDate, error)      { return c.NotBefore.get(), nil }
+func (c *userClaims) GetIssuedAt() (*jwt.NumericDate, error)       { return c.IssuedAt.get(), nil }
+func (c *userClaims) GetIssuer() (string, error)                   { return "", nil }
+func (c *userClaims) GetSubject() (string, error)                  { return c.Subject, nil }
+func (c *userClaims) GetAudience() (jwt.ClaimStrings, error)       { return nil, nil }
+
+// errNotNumericDate is returned for a time claim that is not a JSON number.
+var errNotNumericDate = errors.New("auth: a time claim is not a JSON number")
+
+// numericDate is a jwt.NumericDate that must be written as a JSON number.
+type numericDate struct{ jwt.NumericDate }
+
+func (d *numericDate) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '-' && (b[0] < '0' || b[0] > '9') {
+		return errNotNumericDate
+	}
+	return d.NumericDate.UnmarshalJSON(b)
+}
+
+// get returns the date, nil when the claim is absent.
+func (d *numericDate) get() *jwt.NumericDate {
+	if d == nil {
+		return nil
+	}
+	return &d.NumericDate
+}
+
+// sealTagLen is how many bytes of HMAC-SHA256 a sealed value carries:
+// 128 bits leave forging one to chance.
+const sealTagLen = 16
+
+// Seal returns data as an opaque, tamper-evident string (unpadded
+// base64url of data and a tag) for values the service hands out and takes
+// back, such as page cursors; Open checks it. purpose keeps uses apart:
+// what was sealed for one does not open for another, nor does a token. The
+// key is derived from the JWT secret, so instances that share the secret
+// open what each other sealed.
+func (a *Authenticator) Seal(purpose string, data []byte) string {
+	return base64.RawURLEncoding.EncodeToString(append(data[:len(data):len(data)], a.sealTag(purpose, data)...))
+}
+
+// Open returns the data Seal sealed for purpose, or false when s is not
+// such a string (malformed, altered, or sealed with another secret or
+// purpose).
+func (a *Authenticator) Open(purpose, s string) ([]byte, bool) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) < sealTagLen {
+		return nil, false
+	}
+	data, tag := b[:len(b)-sealTagLen], b[len(b)-sealTagLen:]
+	if !hmac.Equal(tag, a.sealTag(purpose, data)) {
+		return nil, false
+	}
+	return data, true
+}
+
+// sealTag is HMAC-SHA256 of data under a key derived for purpose.
+func (a *Authenticator) sealTag(purpose string, data []byte) []byte {
+	kdf := hmac.New(sha256.New, a.secret)
+	kdf.Write([]byte("flashsale seal: " + purpose))
+	mac := hmac.New(sha256.New, kdf.Sum(nil))
+	mac.Write(data)
+	return mac.Sum(nil)[:sealTagLen]
 }
 
 // IsAdmin reports whether token is the admin token, in constant time.

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,71 @@ func TestBearerToken(t *testing.T) {
 		got, err := BearerToken(tt.header)
 		if got != tt.want || flashsale.ErrorCode(err) != tt.wantCode {
 			t.Errorf("BearerToken(%q) = %q, %v; want %q, code %q", tt.header, got, err, tt.want, tt.wantCode)
+		}
+	}
+}
+
+// TestUserRejectsNonCanonical refuses subjects that only parse as a user
+// id when read loosely, and time claims written as strings.
+func TestUserRejectsNonCanonical(t *testing.T) {
+	a := newAuth(t)
+	key := []byte(testSecret)
+	future := time.Now().Add(time.Hour).Unix()
+	tests := []struct {
+		name    string
+		claims  jwt.MapClaims
+		message string // "" for accepted
+	}{
+		{"canonical", jwt.MapClaims{"sub": "7", "exp": future}, ""},
+		{"fractional exp", jwt.MapClaims{"sub": "7", "exp": float64(future) + 0.5}, ""},
+		{"sub +7", jwt.MapClaims{"sub": "+7", "exp": future}, "subject"},
+		{"sub 007", jwt.MapClaims{"sub": "007", "exp": future}, "subject"},
+		{"sub -1", jwt.MapClaims{"sub": "-1", "exp": future}, "subject"},
+		{"sub 0", jwt.MapClaims{"sub": "0", "exp": future}, "subject"},
+		{"sub past int64", jwt.MapClaims{"sub": "9223372036854775808", "exp": future}, "subject"},
+		{"sub as a number", jwt.MapClaims{"sub": 7, "exp": future}, "not valid"},
+		{"exp as a string", jwt.MapClaims{"sub": "7", "exp": strconv.FormatInt(future, 10)}, "exp, nbf and iat must be JSON numbers"},
+		{"nbf as a string", jwt.MapClaims{"sub": "7", "exp": future, "nbf": "0"}, "must be JSON numbers"},
+		{"exp as a bool", jwt.MapClaims{"sub": "7", "exp": true}, "must be JSON numbers"},
+		{"exp null", jwt.MapClaims{"sub": "7", "exp": nil}, "no expiry"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id, err := a.User(sign(t, jwt.SigningMethodHS256, key, tt.claims))
+			if tt.message == "" {
+				if err != nil || id != 7 {
+					t.Fatalf("User() = %d, %v; want 7", id, err)
+				}
+				return
+			}
+			if flashsale.ErrorCode(err) != flashsale.EUnauthorized || !strings.Contains(flashsale.ErrorMessage(err), tt.message) {
+				t.Fatalf("User() = %d, %v; want unauthorized mentioning %q", id, err, tt.message)
+			}
+		})
+	}
+}
+
+func TestSealOpen(t *testing.T) {
+	a := newAuth(t)
+	other, err := New("another-secret-another-secret-xx", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := a.Seal("cursor", []byte("page 2"))
+	if got, ok := a.Open("cursor", sealed); !ok || string(got) != "page 2" {
+		t.Fatalf("Open(Seal(x)) = %q, %v", got, ok)
+	}
+	if got, ok := other.Open("cursor", sealed); ok {
+		t.Errorf("another secret opened %q", got)
+	}
+	if got, ok := a.Open("other purpose", sealed); ok {
+		t.Errorf("another purpose opened %q", got)
+	}
+	flipped := []byte(sealed)
+	flipped[2] ^= 1
+	for _, s := range []string{"", "x", sealed[:len(sealed)-1], sealed + "A", sealed + "=", string(flipped), strings.ToUpper(sealed)} {
+		if got, ok := a.Open("cursor", s); ok {
+			t.Errorf("Open(%q) = %q, true; want refused", s, got)
 		}
 	}
 }

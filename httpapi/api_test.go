@@ -130,6 +130,18 @@ func (api *testAPI) userToken(id int64) string {
 // do sends a request and decodes the JSON response into out (if not nil).
 func (api *testAPI) do(method, path, token, body string, out any) *http.Response {
 	api.t.Helper()
+	res, data := api.raw(method, path, token, body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			api.t.Fatalf("%s %s: %d %q is not JSON: %v", method, path, res.StatusCode, data, err)
+		}
+	}
+	return res
+}
+
+// raw sends a request and returns the response with its whole body.
+func (api *testAPI) raw(method, path, token, body string) (*http.Response, []byte) {
+	api.t.Helper()
 	req, err := http.NewRequest(method, api.url+path, strings.NewReader(body))
 	if err != nil {
 		api.t.Fatal(err)
@@ -146,12 +158,7 @@ func (api *testAPI) do(method, path, token, body string, out any) *http.Response
 	if err != nil {
 		api.t.Fatal(err)
 	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			api.t.Fatalf("%s %s: %d %q is not JSON: %v", method, path, res.StatusCode, data, err)
-		}
-	}
-	return res
+	return res, data
 }
 
 // voucherJSON is a creation body for a voucher on sale from begin to end.
@@ -185,6 +192,16 @@ func wantError(t *testing.T, res *http.Response, body errorBody, status int, cod
 	t.Helper()
 	if res.StatusCode != status || body.Error.Code != code || body.Error.Message == "" {
 		t.Fatalf("got %d %+v; want %d with code %q and a message", res.StatusCode, body.Error, status, code)
+	}
+}
+
+// wantErrorMessage is wantError that also wants message in the error's
+// message.
+func wantErrorMessage(t *testing.T, res *http.Response, body errorBody, status int, code, message string) {
+	t.Helper()
+	wantError(t, res, body, status, code)
+	if !strings.Contains(body.Error.Message, message) {
+		t.Fatalf("message %q does not mention %q", body.Error.Message, message)
 	}
 }
 
@@ -268,10 +285,7 @@ func TestCreateVoucherRejectsBadInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var body errorBody
 			res := api.do("POST", "/api/vouchers", adminToken, tt.body, &body)
-			wantError(t, res, body, http.StatusBadRequest, flashsale.EInvalid)
-			if !strings.Contains(body.Error.Message, tt.message) {
-				t.Fatalf("message %q does not mention %q", body.Error.Message, tt.message)
-			}
+			wantErrorMessage(t, res, body, http.StatusBadRequest, flashsale.EInvalid, tt.message)
 		})
 	}
 	var vouchers []*flashsale.Voucher
@@ -441,11 +455,21 @@ func TestRateLimiterDownIsUnavailable(t *testing.T) {
 
 func TestMethodNotAllowed(t *testing.T) {
 	api := newTestAPI(t, apiOptions{})
-	var eb errorBody
-	res := api.do("DELETE", "/api/vouchers/1", adminToken, "", &eb)
-	wantError(t, res, eb, http.StatusMethodNotAllowed, flashsale.EInvalid)
-	if allow := res.Header.Get("Allow"); !strings.Contains(allow, "GET") {
-		t.Fatalf("Allow = %q, want GET in it", allow)
+	tests := []struct{ method, path, allow string }{
+		{"DELETE", "/api/vouchers/1", "GET, HEAD"},
+		{"PUT", "/api/vouchers", "GET, HEAD, POST"},
+		{"GET", "/api/vouchers/1/orders", "POST"},
+		{"POST", "/openapi.json", "GET, HEAD"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			var eb errorBody
+			res := api.do(tt.method, tt.path, adminToken, "", &eb)
+			wantError(t, res, eb, http.StatusMethodNotAllowed, flashsale.EMethodNotAllowed)
+			if allow := res.Header.Get("Allow"); allow != tt.allow || !strings.Contains(eb.Error.Message, tt.allow) {
+				t.Fatalf("Allow = %q, message %q; want %q in both", allow, eb.Error.Message, tt.allow)
+			}
+		})
 	}
 }
 

@@ -15,18 +15,19 @@ import (
 // statuses maps every error code to its HTTP status: the one place where
 // the domain's errors meet HTTP.
 var statuses = map[string]int{
-	flashsale.EInvalid:        http.StatusBadRequest,
-	flashsale.EUnauthorized:   http.StatusUnauthorized,
-	flashsale.EForbidden:      http.StatusForbidden,
-	flashsale.ENotFound:       http.StatusNotFound,
-	flashsale.ESoldOut:        http.StatusConflict,
-	flashsale.EDuplicateOrder: http.StatusConflict,
-	flashsale.ENotStarted:     http.StatusConflict,
-	flashsale.EEnded:          http.StatusConflict,
-	flashsale.ERateLimited:    http.StatusTooManyRequests,
-	flashsale.EBusy:           http.StatusServiceUnavailable,
-	flashsale.EUnavailable:    http.StatusServiceUnavailable,
-	flashsale.EInternal:       http.StatusInternalServerError,
+	flashsale.EInvalid:          http.StatusBadRequest,
+	flashsale.EUnauthorized:     http.StatusUnauthorized,
+	flashsale.EForbidden:        http.StatusForbidden,
+	flashsale.ENotFound:         http.StatusNotFound,
+	flashsale.EMethodNotAllowed: http.StatusMethodNotAllowed,
+	flashsale.ESoldOut:          http.StatusConflict,
+	flashsale.EDuplicateOrder:   http.StatusConflict,
+	flashsale.ENotStarted:       http.StatusConflict,
+	flashsale.EEnded:            http.StatusConflict,
+	flashsale.ERateLimited:      http.StatusTooManyRequests,
+	flashsale.EBusy:             http.StatusServiceUnavailable,
+	flashsale.EUnavailable:      http.StatusServiceUnavailable,
+	flashsale.EInternal:         http.StatusInternalServerError,
 }
 
 // ErrorStatus returns the HTTP status for an error code.

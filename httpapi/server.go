@@ -57,13 +57,31 @@ func (s *Server) Handler() http.Handler {
 		s.Logger = slog.Default()
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("POST /api/vouchers", s.createVoucher)
-	mux.HandleFunc("GET /api/vouchers/{id}", s.getVoucher)
-	mux.HandleFunc("POST /api/vouchers/{id}/orders", s.placeOrder)
-	mux.HandleFunc("GET /api/orders/{id}", s.getOrder)
+	for _, rt := range s.routes() {
+		mux.HandleFunc(rt.method+" "+rt.pattern, rt.handle)
+	}
 	return s.recoverPanics(s.jsonMisses(mux))
+}
+
+// route is one operation of the API.
+type route struct {
+	method, pattern string
+	handle          http.HandlerFunc
+}
+
+// routes lists the API's operations: Handler registers them, and a test
+// checks that openapi.json describes each of them.
+func (s *Server) routes() []route {
+	return []route{
+		{"GET", "/healthz", s.healthz},
+		{"GET", "/readyz", s.readyz},
+		{"GET", "/openapi.json", s.openAPI},
+		{"POST", "/api/vouchers", s.createVoucher},
+		{"GET", "/api/vouchers", s.listVouchers},
+		{"GET", "/api/vouchers/{id}", s.getVoucher},
+		{"POST", "/api/vouchers/{id}/orders", s.placeOrder},
+		{"GET", "/api/orders/{id}", s.getOrder},
+	}
 }
 
 // jsonMisses answers requests that match no route in the JSON error shape:
@@ -79,9 +97,9 @@ func (s *Server) jsonMisses(mux *http.ServeMux) http.Handler {
 		probe := &statusProbe{header: http.Header{}}
 		h.ServeHTTP(probe, r)
 		if probe.status == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", probe.header.Get("Allow"))
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody(flashsale.EInvalid,
-				fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.header.Get("Allow"))))
+			allow := probe.header.Get("Allow")
+			w.Header().Set("Allow", allow)
+			s.fail(w, r, flashsale.Errorf(flashsale.EMethodNotAllowed, "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
 			return
 		}
 		s.fail(w, r, flashsale.Errorf(flashsale.ENotFound, "no route for %s %s", r.Method, r.URL.Path))

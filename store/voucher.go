@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/flashsale/flashsale"
 )
@@ -78,21 +79,44 @@ func (db *DB) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher, er
 // ListVouchers returns every voucher, by id, with its order count as in
 // FindVoucher.
 func (db *DB) ListVouchers(ctx context.Context) ([]*flashsale.Voucher, error) {
-	rows, err := db.r.QueryContext(ctx, "SELECT "+voucherColumns+", "+createdOrders+" FROM vouchers v ORDER BY v.id")
+	return db.queryVouchers(ctx, "list vouchers", "SELECT "+voucherColumns+", "+createdOrders+" FROM vouchers v ORDER BY v.id")
+}
+
+// FindVouchers returns up to limit vouchers, newest (highest id) first,
+// with their order counts as in FindVoucher. With before > 0 it returns
+// only ids below it: passing the last id of one page gives the next page,
+// unchanged by vouchers created meanwhile (keyset pagination on the primary
+// key, so each page is one index range scan). EInvalid when limit is not
+// positive.
+func (db *DB) FindVouchers(ctx context.Context, before int64, limit int) ([]*flashsale.Voucher, error) {
+	if limit <= 0 {
+		return nil, flashsale.Errorf(flashsale.EInvalid, "limit must be positive, got %d", limit)
+	}
+	if before <= 0 {
+		before = math.MaxInt64 // every id is below it: the first page
+	}
+	return db.queryVouchers(ctx, "find vouchers", "SELECT "+voucherColumns+", "+createdOrders+
+		" FROM vouchers v WHERE v.id < ? ORDER BY v.id DESC LIMIT ?", before, limit)
+}
+
+// queryVouchers runs a query of voucherColumns and an order count; op
+// names it in errors.
+func (db *DB) queryVouchers(ctx context.Context, op, query string, args ...any) ([]*flashsale.Voucher, error) {
+	rows, err := db.r.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, wrap("list vouchers", err)
+		return nil, wrap(op, err)
 	}
 	defer rows.Close()
 	vs := []*flashsale.Voucher{}
 	for rows.Next() {
 		v, err := scanVoucher(rows, true)
 		if err != nil {
-			return nil, wrap("list vouchers", err)
+			return nil, wrap(op, err)
 		}
 		vs = append(vs, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap("list vouchers", err)
+		return nil, wrap(op, err)
 	}
 	return vs, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,51 @@ func TestTimeRoundTrip(t *testing.T) {
 				}
 			})
 		}
+	})
+}
+
+// TestFindVouchersPages walks every page size over vouchers created out of
+// id order and checks the pages are newest first, complete and disjoint,
+// with the order counts FindVoucher gives.
+func TestFindVouchersPages(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		ids := []int64{5, 1, 9, 3, 7, 2, 8}
+		for _, id := range ids {
+			createVoucher(t, db, id, 10)
+		}
+		insertOrders(t, db, 7, flashsale.StatusCreated, 100, 101)
+		insertOrders(t, db, 7, flashsale.StatusPending, 102)
+		want := []int64{9, 8, 7, 5, 3, 2, 1}
+		for limit := 1; limit <= len(want)+1; limit++ {
+			var got []int64
+			before := int64(0)
+			for page := 0; ; page++ {
+				vs, err := db.FindVouchers(t.Context(), before, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(vs) > limit || page > len(want) {
+					t.Fatalf("limit %d: page %d has %d vouchers", limit, page, len(vs))
+				}
+				for _, v := range vs {
+					got = append(got, v.ID)
+					if wantOrders := map[int64]int{7: 2}[v.ID]; v.Orders != wantOrders || v.Stock != 10 {
+						t.Fatalf("voucher %d: orders %d stock %d; want %d orders, stock 10", v.ID, v.Orders, v.Stock, wantOrders)
+					}
+				}
+				if len(vs) < limit {
+					break
+				}
+				before = vs[len(vs)-1].ID
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("limit %d: ids %v, want %v", limit, got, want)
+			}
+		}
+		if vs, err := db.FindVouchers(t.Context(), 1, 5); err != nil || len(vs) != 0 {
+			t.Fatalf("below the oldest: %d vouchers, %v; want none", len(vs), err)
+		}
+		_, err := db.FindVouchers(t.Context(), 0, 0)
+		wantCode(t, err, flashsale.EInvalid)
 	})
 }

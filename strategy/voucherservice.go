@@ -36,3 +36,7 @@ func (s *voucherService) CreateVoucher(ctx context.Context, v *flashsale.Voucher
 func (s *voucherService) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher, error) {
 	return s.db.FindVoucher(ctx, id)
 }
+
+func (s *voucherService) FindVouchers(ctx context.Context, before int64, limit int) ([]*flashsale.Voucher, error) {
+	return s.db.FindVouchers(ctx, before, limit)
+}

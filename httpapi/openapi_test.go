@@ -1,0 +1,182 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/httpapi"
+)
+
+// loadOpenAPI parses and validates the embedded document.
+func loadOpenAPI(t *testing.T) *openapi3.T {
+	t.Helper()
+	var raw struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(httpapi.OpenAPI(), &raw); err != nil {
+		t.Fatalf("openapi.json is not JSON: %v", err)
+	}
+	if !strings.HasPrefix(raw.OpenAPI, "3.") || len(raw.Paths) == 0 {
+		t.Fatalf("openapi.json: openapi %q with %d paths; want 3.x with paths", raw.OpenAPI, len(raw.Paths))
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPI())
+	if err != nil {
+		t.Fatalf("openapi.json does not load: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.json is not a valid OpenAPI 3 document: %v", err)
+	}
+	return doc
+}
+
+// TestOpenAPIDescribesEveryRoute fails when a registered route or method
+// is missing from openapi.json (or the document describes one that is not
+// registered), or when an error code is missing or shown with another
+// status than the one it maps to.
+func TestOpenAPIDescribesEveryRoute(t *testing.T) {
+	doc := loadOpenAPI(t)
+	var documented []string
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			documented = append(documented, method+" "+path)
+		}
+	}
+	registered := httpapi.Routes()
+	for _, r := range registered {
+		if !slices.Contains(documented, r) {
+			t.Errorf("route %s is registered but not in openapi.json", r)
+		}
+	}
+	for _, d := range documented {
+		if !slices.Contains(registered, d) {
+			t.Errorf("openapi.json describes %s, which is not registered", d)
+		}
+	}
+
+	// Each error response of the document says its status (x-status) and
+	// lists the codes it carries.
+	codeStatus := map[string]int{}
+	responseStatus := map[string]int{}
+	for name, ref := range doc.Components.Responses {
+		status, _ := ref.Value.Extensions["x-status"].(float64)
+		responseStatus[name] = int(status)
+		codes := ref.Value.Content.Get("application/json").Schema.Value.Properties["error"].Value.Properties["code"].Value.Enum
+		for _, c := range codes {
+			if _, dup := codeStatus[c.(string)]; dup {
+				t.Errorf("code %v is in two error responses", c)
+			}
+			codeStatus[c.(string)] = int(status)
+		}
+	}
+	for _, code := range flashsale.ErrorCodes() {
+		status, mapped := httpapi.MappedStatus(code)
+		if !mapped {
+			t.Errorf("code %q has no status in httpapi", code)
+		}
+		if got, ok := codeStatus[code]; !ok || got != status {
+			t.Errorf("code %q: openapi.json shows it with status %d (listed: %v); httpapi maps it to %d", code, got, ok, status)
+		}
+		delete(codeStatus, code)
+	}
+	for code := range codeStatus {
+		t.Errorf("openapi.json lists code %q, which the root package does not define", code)
+	}
+	// An operation's error responses sit under the status they carry.
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for status, ref := range op.Responses.Map() {
+				name, ok := strings.CutPrefix(ref.Ref, "#/components/responses/")
+				if ok && fmt.Sprint(responseStatus[name]) != status {
+					t.Errorf("%s %s: response %s refers to %s, which has status %d", method, path, status, name, responseStatus[name])
+				}
+			}
+		}
+	}
+}
+
+// TestOpenAPIMatchesResponses serves the document and checks real
+// responses of the service against it.
+func TestOpenAPIMatchesResponses(t *testing.T) {
+	api := newTestAPI(t, apiOptions{})
+	doc := loadOpenAPI(t)
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, body := api.raw("GET", "/openapi.json", "", "")
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "application/json" || !bytes.Equal(body, httpapi.OpenAPI()) {
+		t.Fatalf("GET /openapi.json: %d %s, %d bytes; want the embedded document", res.StatusCode, res.Header.Get("Content-Type"), len(body))
+	}
+	vid := api.createVoucher(1)
+	for range 3 {
+		api.createVoucher(1)
+	}
+	var placed struct {
+		OrderID string `json:"order_id"`
+	}
+	api.do("POST", "/api/vouchers/"+vid+"/orders", api.userToken(5), "", &placed)
+	now := time.Now()
+	tests := []struct {
+		method, path, token, body string
+		status                    int
+	}{
+		{"GET", "/healthz", "", "", 200},
+		{"GET", "/readyz", "", "", 200},
+		{"POST", "/api/vouchers", adminToken, voucherJSON("x", 3, now, now.Add(time.Hour)), 201},
+		{"POST", "/api/vouchers", adminToken, `{"title":"x","stock":1.5}`, 400},
+		{"POST", "/api/vouchers", api.userToken(5), voucherJSON("x", 3, now, now.Add(time.Hour)), 403},
+		{"GET", "/api/vouchers", "", "", 200},
+		{"GET", "/api/vouchers?limit=2", "", "", 200},
+		{"GET", "/api/vouchers?limit=0", "", "", 400},
+		{"GET", "/api/vouchers/" + vid, "", "", 200},
+		{"GET", "/api/vouchers/42", "", "", 404},
+		{"POST", "/api/vouchers/" + vid + "/orders", api.userToken(6), "", 409},
+		{"POST", "/api/vouchers/" + vid + "/orders", "", "", 401},
+		{"GET", "/api/orders/" + placed.OrderID, api.userToken(5), "", 200},
+		{"GET", "/api/orders/007", api.userToken(5), "", 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			res, body := api.raw(tt.method, tt.path, tt.token, tt.body)
+			if res.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", res.StatusCode, tt.status, body)
+			}
+			validateResponse(t, router, res, body)
+		})
+	}
+}
+
+// validateResponse checks a response against the operation its request
+// matches in the document.
+func validateResponse(t *testing.T, router routers.Router, res *http.Response, body []byte) {
+	t.Helper()
+	route, params, err := router.FindRoute(res.Request)
+	if err != nil {
+		t.Fatalf("%s %s is not in openapi.json: %v", res.Request.Method, res.Request.URL, err)
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: res.Request, PathParams: params, Route: route},
+		Status:                 res.StatusCode,
+		Header:                 res.Header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true},
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
+		t.Fatalf("the response does not match openapi.json: %v\n%s", err, body)
+	}
+}
