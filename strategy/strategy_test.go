@@ -24,8 +24,14 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureOn(t, testenv.MySQLURL(t))
+}
+
+// newFixtureOn is newFixture on the database at url.
+func newFixtureOn(t *testing.T, url string) *fixture {
+	t.Helper()
 	rc, prefix := testenv.Redis(t)
-	db, err := store.Open(context.Background(), testenv.MySQLURL(t))
+	db, err := store.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +126,7 @@ func TestUnsafeStrategiesShowTheSeedsFailures(t *testing.T) {
 			t.Fatalf("optimistic: audit %+v answers %v; want orders+remaining = %d with stock left and buyers refused", a, codes, stock)
 		}
 	})
-	for _, name := range []string{"conditional", "lock"} {
+	for _, name := range []string{"conditional", "lock", "batch"} {
 		t.Run(name+" sells exactly the stock", func(t *testing.T) {
 			vid := f.voucher(t, stock)
 			codes := sale(t, f.strategy(t, name, 2*time.Millisecond), vid, buyers)
@@ -153,6 +159,7 @@ func TestOneOrderPerBuyer(t *testing.T) {
 		{"optimistic", []string{flashsale.EDuplicateOrder, flashsale.ESoldOut}},
 		{"conditional", []string{flashsale.EDuplicateOrder}},
 		{"lock", []string{flashsale.EDuplicateOrder, flashsale.EBusy}},
+		{"batch", []string{flashsale.EDuplicateOrder}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
