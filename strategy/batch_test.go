@@ -151,3 +151,89 @@ func TestBatchCallerLeaving(t *testing.T) {
 		t.Fatalf("audit %+v, %v; want 2 orders and %d left", a, err, stock-2)
 	}
 }
+
+// TestBatchMySQLStopped stops the database while 32 buyers a time keep
+// ordering: the batches in flight and those after are answered unavailable
+// (with a Retry-After) and store nothing, every order answered created is
+// stored, stock and orders agree, and sales go on once the server is back.
+func TestBatchMySQLStopped(t *testing.T) {
+	const stock = 1_000_000
+	m := testenv.StartMariaDB(t)
+	f := newFixtureOn(t, m.URL())
+	vid := f.voucher(t, stock)
+	s := f.strategy(t, "batch", 0)
+
+	var (
+		mu          sync.Mutex
+		created     = map[int64]*flashsale.Order{}
+		codes       = map[string]int{}
+		unavailable int
+		next        int64
+		stop        = make(chan struct{})
+		wg          sync.WaitGroup
+	)
+	for range 32 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				mu.Lock()
+				next++
+				user := next
+				mu.Unlock()
+				o, err := s.PlaceOrder(context.Background(), vid, user)
+				fe, _ := errors.AsType[*flashsale.Error](err)
+				mu.Lock()
+				codes[flashsale.ErrorCode(err)]++
+				switch {
+				case err == nil:
+					created[user] = o
+				case fe != nil && fe.Code == flashsale.EUnavailable && fe.RetryAfter > 0:
+					unavailable++
+				default:
+					t.Errorf("user %d: %v; want created or unavailable with a Retry-After", user, err)
+				}
+				mu.Unlock()
+				if err != nil {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	count := func(n *int) int { mu.Lock(); defer mu.Unlock(); return *n }
+	soldSoFar := func() int { mu.Lock(); defer mu.Unlock(); return len(created) }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("waiting for %s: answers %v", what, codes)
+			}
+		}
+	}
+	waitFor("sales before the outage", func() bool { return soldSoFar() >= 500 })
+	m.Stop()
+	waitFor("unavailable answers", func() bool { return count(&unavailable) >= 100 })
+	m.Start()
+	sold := soldSoFar()
+	waitFor("sales after the outage", func() bool { return soldSoFar() >= sold+500 })
+	close(stop)
+	wg.Wait()
+
+	wantStored(t, f.db, vid, created)
+	a, err := f.db.AuditVoucher(context.Background(), vid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Orders answered unavailable may be stored only when the server
+	// committed but the answer to COMMIT was lost; the stock still agrees.
+	wantConsistent(t, f.db, vid, stock, a.Orders)
+	if a.Orders < len(created) || a.Orders > len(created)+count(&unavailable) {
+		t.Errorf("%d orders stored, %d answered created, %d unavailable", a.Orders, len(created), unavailable)
+	}
+	t.Logf("answers %v; %d orders stored", codes, a.Orders)
+}

@@ -17,9 +17,10 @@ import (
 )
 
 type fixture struct {
-	db    *store.DB
-	ids   *idgen.Generator
-	locks *lock.Client
+	db     *store.DB
+	prefix string // the Redis prefix of the ID generator and locks
+	ids    *idgen.Generator
+	locks  *lock.Client
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -40,7 +41,7 @@ func newFixtureOn(t *testing.T, url string) *fixture {
 	t.Cleanup(ids.Close)
 	locks := lock.New(rc, lock.WithPrefix(prefix+"lock:"))
 	t.Cleanup(func() { locks.Close() })
-	return &fixture{db: db, ids: ids, locks: locks}
+	return &fixture{db: db, prefix: prefix, ids: ids, locks: locks}
 }
 
 func (f *fixture) strategy(t *testing.T, name string, raceWindow time.Duration) flashsale.OrderService {
