@@ -45,7 +45,9 @@ type Config struct {
 	// Locks is required by the lock strategy.
 	Locks *lock.Client
 	// RaceWindow is slept between reading and writing, as seed 000 does, to
-	// make races visible. Zero by default.
+	// make races visible. Zero by default. The batch strategy has no such
+	// gap to widen (it reads and writes in one store call under the
+	// voucher's row lock) and ignores it.
 	RaceWindow time.Duration
 	// LockWait bounds how long the lock strategy waits for a buyer's lock
 	// before answering EBusy. Default 1s.

@@ -23,13 +23,13 @@ type fixture struct {
 	locks  *lock.Client
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	return newFixtureOn(t, testenv.MySQLURL(t))
 }
 
 // newFixtureOn is newFixture on the database at url.
-func newFixtureOn(t *testing.T, url string) *fixture {
+func newFixtureOn(t testing.TB, url string) *fixture {
 	t.Helper()
 	rc, prefix := testenv.Redis(t)
 	db, err := store.Open(context.Background(), url)
@@ -44,7 +44,7 @@ func newFixtureOn(t *testing.T, url string) *fixture {
 	return &fixture{db: db, prefix: prefix, ids: ids, locks: locks}
 }
 
-func (f *fixture) strategy(t *testing.T, name string, raceWindow time.Duration) flashsale.OrderService {
+func (f *fixture) strategy(t testing.TB, name string, raceWindow time.Duration) flashsale.OrderService {
 	t.Helper()
 	s, err := strategy.New(name, strategy.Config{DB: f.db, IDs: f.ids, Locks: f.locks, RaceWindow: raceWindow})
 	if err != nil {
@@ -53,7 +53,7 @@ func (f *fixture) strategy(t *testing.T, name string, raceWindow time.Duration) 
 	return s
 }
 
-func (f *fixture) voucher(t *testing.T, stock int) int64 {
+func (f *fixture) voucher(t testing.TB, stock int) int64 {
 	t.Helper()
 	v := &flashsale.Voucher{Title: "t", Stock: stock, BeginTime: time.Now().Add(-time.Hour), EndTime: time.Now().Add(time.Hour)}
 	if err := strategy.Vouchers(f.db, f.ids).CreateVoucher(context.Background(), v); err != nil {

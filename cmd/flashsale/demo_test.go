@@ -46,7 +46,7 @@ func TestDemo(t *testing.T) {
 	if r := runs["optimistic"]; r.Oversold != 0 || r.StockDrift != 0 || r.DuplicateBuyers != 0 || r.Lost != 0 {
 		t.Errorf("optimistic oversold, drifted, duplicated or lost: %+v", r)
 	}
-	for _, name := range []string{"conditional", "lock", "async"} {
+	for _, name := range []string{"conditional", "lock", "batch", "async"} {
 		if r := runs[name]; !r.Exact() || r.Orders != r.Stock || r.Errors != 0 {
 			t.Errorf("%s is not exact: %+v", name, r)
 		}
@@ -54,7 +54,7 @@ func TestDemo(t *testing.T) {
 	if r := runs["async"]; r.RemainingRedis == nil || *r.RemainingRedis != 0 {
 		t.Errorf("async: remaining_redis %v, want 0", r.RemainingRedis)
 	}
-	for _, want := range []string{"mode: in-process — 3 instances", "exact: ", "conditional (50 orders for 50 units)", "flashsale bench --strategy naive,mutex,optimistic,conditional,lock,async --instances 3"} {
+	for _, want := range []string{"mode: in-process — 3 instances", "exact: ", "conditional (50 orders for 50 units)", "flashsale bench --strategy naive,mutex,optimistic,conditional,lock,batch,async --instances 3"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the demo's output lacks %q", want)
 		}
