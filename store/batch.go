@@ -12,39 +12,14 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// Sale is what SellBatch did with one buyer's order.
-type Sale uint8
-
-// Sales of SellBatch.
-const (
-	// Sold: the order is stored, with status created, and holds a unit.
-	Sold Sale = iota + 1
-	// Repeat: the buyer has an order for the voucher already, stored
-	// before or earlier in the same batch.
-	Repeat
-	// Short: the stock ran out before the buyer's turn.
-	Short
-)
-
-// String returns the sale's name.
-func (s Sale) String() string {
-	switch s {
-	case Sold:
-		return "sold"
-	case Repeat:
-		return "repeat"
-	case Short:
-		return "short"
-	}
-	return fmt.Sprintf("Sale(%d)", uint8(s))
-}
-
 // SellBatch sells units of one voucher to a batch of buyers in one
 // transaction, first come first served: orders[i] came before orders[i+1].
 // It stores with status created the orders of buyers who have no order for
 // the voucher yet (counting earlier orders of the batch), as long as stock
 // is left, takes that many units from the remaining stock in one
-// conditional decrement, and returns what it did with each order. The
+// conditional decrement, and returns what it did with each order: Inserted
+// (sold), Conflict (the buyer has an order already, or earlier in the
+// batch) or Short (sold out before the buyer's turn). The
 // orders it stores get CreatedAt and UpdatedAt set to now.
 //
 // Every order must be for voucherID and have a positive id. It returns
@@ -52,7 +27,7 @@ func (s Sale) String() string {
 // nothing is stored: a batch that raced another writer of the voucher's
 // orders, or lost a lock race, is retried a few times and then returns
 // EBusy; an unreachable database gives EUnavailable.
-func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale.Order) ([]Sale, error) {
+func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale.Order) ([]Outcome, error) {
 	for _, o := range orders {
 		if o.ID <= 0 || o.VoucherID != voucherID {
 			return nil, flashsale.Errorf(flashsale.EInvalid, "order %d for voucher %d is not a new order for voucher %d", o.ID, o.VoucherID, voucherID)
@@ -61,7 +36,7 @@ func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale
 	if len(orders) == 0 {
 		return nil, nil
 	}
-	var sales []Sale
+	var sales []Outcome
 	t := now()
 	err := db.txRetrying(ctx, func(tx *Tx) error {
 		var err error
@@ -72,7 +47,7 @@ func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale
 		return nil, err
 	}
 	for i := range orders {
-		if sales[i] == Sold {
+		if sales[i] == Inserted {
 			orders[i].Status, orders[i].CreatedAt, orders[i].UpdatedAt = flashsale.StatusCreated, t, t
 		}
 	}
@@ -89,7 +64,7 @@ func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale
 // before. A writer that inserts orders without that lock (the async
 // consumer) is caught by the insert: a row it ignores fails the attempt
 // with errRaced.
-func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, orders []flashsale.Order, t time.Time) ([]Sale, error) {
+func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, orders []flashsale.Order, t time.Time) ([]Outcome, error) {
 	left, err := tx.lockRemaining(ctx, dialect, voucherID)
 	if err != nil {
 		return nil, err
@@ -98,17 +73,17 @@ func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, or
 	if err != nil {
 		return nil, err
 	}
-	sales := make([]Sale, len(orders))
+	sales := make([]Outcome, len(orders))
 	var sold []flashsale.Order
 	for i, o := range orders {
 		p := pair{voucherID, o.UserID}
 		switch {
 		case held[p]:
-			sales[i] = Repeat
+			sales[i] = Conflict
 		case len(sold) == left:
 			sales[i] = Short
 		default:
-			sales[i] = Sold
+			sales[i] = Inserted
 			held[p] = true
 			o.CreatedAt, o.UpdatedAt = t, t
 			sold = append(sold, o)

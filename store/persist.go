@@ -12,7 +12,7 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// Outcome is what PersistOrders did with one order.
+// Outcome is what PersistOrders or SellBatch did with one order.
 type Outcome uint8
 
 // Outcomes of PersistOrders.
@@ -22,8 +22,11 @@ const (
 	// AlreadyPresent: an order with the same id was stored before (or
 	// earlier in the same batch): a redelivery.
 	AlreadyPresent
-	// Conflict: another order id already holds the same voucher and user.
+	// Conflict: another order id already holds the same voucher and user
+	// (stored before or earlier in the same batch).
 	Conflict
+	// Short: the stock ran out before the order's turn (SellBatch only).
+	Short
 )
 
 // String returns the outcome's name.
@@ -35,6 +38,8 @@ func (o Outcome) String() string {
 		return "already present"
 	case Conflict:
 		return "conflict"
+	case Short:
+		return "short"
 	}
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }

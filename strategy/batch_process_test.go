@@ -154,6 +154,33 @@ func (p *seller) read(t *testing.T, r io.Reader) {
 	}
 }
 
+// startSellers creates a voucher of stock units in a fresh MariaDB
+// database and starts one seller per range of buyers (first, last), each
+// buyer clicking clicks times.
+func startSellers(t *testing.T, stock, clicks int, buyers ...[2]int64) (*fixture, int64, []*seller) {
+	t.Helper()
+	url := testenv.MySQLURL(t)
+	f := newFixtureOn(t, url)
+	vid := f.voucher(t, stock)
+	sellers := make([]*seller, len(buyers))
+	for i, r := range buyers {
+		sellers[i] = startSeller(t, url, f.prefix, vid, r[0], r[1], clicks)
+	}
+	return f, vid, sellers
+}
+
+// addTo adds the orders the seller was told created to created (by user),
+// failing the test for a user told created twice.
+func (p *seller) addTo(t *testing.T, created map[int64]*flashsale.Order) {
+	t.Helper()
+	for user, id := range p.created {
+		if created[user] != nil {
+			t.Errorf("user %d told created by two processes", user)
+		}
+		created[user] = &flashsale.Order{ID: id, Status: flashsale.StatusCreated}
+	}
+}
+
 // wait waits for the seller to exit and fails the test unless it exited
 // cleanly, or by SIGKILL when killed.
 func (p *seller) wait(t *testing.T, killed bool) {
@@ -177,23 +204,13 @@ func (p *seller) wait(t *testing.T, killed bool) {
 // one, and the orders stored are exactly those some process answered
 // created.
 func TestBatchSellersInProcesses(t *testing.T) {
-	const stock, buyers, processes = 200, 1000, 3
-	url := testenv.MySQLURL(t)
-	f := newFixtureOn(t, url)
-	vid := f.voucher(t, stock)
-	sellers := make([]*seller, processes)
-	for i := range sellers {
-		sellers[i] = startSeller(t, url, f.prefix, vid, 1, buyers, 2)
-	}
+	const stock, buyers = 200, 1000
+	all := [2]int64{1, buyers}
+	f, vid, sellers := startSellers(t, stock, 2, all, all, all)
 	created := map[int64]*flashsale.Order{}
 	for _, p := range sellers {
 		p.wait(t, false)
-		for user, id := range p.created {
-			if created[user] != nil {
-				t.Errorf("user %d told created by two processes", user)
-			}
-			created[user] = &flashsale.Order{ID: id, Status: flashsale.StatusCreated}
-		}
+		p.addTo(t, created)
 	}
 	if len(created) != stock {
 		t.Errorf("%d buyers told created, want %d", len(created), stock)
@@ -208,20 +225,13 @@ func TestBatchSellersInProcesses(t *testing.T) {
 // no buyer holds two orders, and every order an instance reported created
 // before it died is stored.
 func TestBatchSellerKilled(t *testing.T) {
-	const stock, processes, perProcess = 1_000_000, 3, 100_000
-	url := testenv.MySQLURL(t)
-	f := newFixtureOn(t, url)
-	vid := f.voucher(t, stock)
-	sellers := make([]*seller, processes)
-	for i := range sellers {
-		first := int64(i*perProcess + 1)
-		sellers[i] = startSeller(t, url, f.prefix, vid, first, first+perProcess-1, 1)
-	}
+	const stock = 1_000_000
+	f, vid, sellers := startSellers(t, stock, 1, [2]int64{1, 100_000}, [2]int64{100_001, 200_000}, [2]int64{200_001, 300_000})
 	ctx := context.Background()
 	created := map[int64]*flashsale.Order{}
 	for i, p := range sellers {
-		// Wait until this seller has committed more, then kill it while
-		// it and the others keep committing.
+		// Wait until 300 more orders are committed, then kill this seller
+		// while it and the ones still alive keep committing.
 		before := ordersOf(t, f.db, vid)
 		for deadline := time.Now().Add(time.Minute); ordersOf(t, f.db, vid) < before+300; {
 			if time.Now().After(deadline) {
@@ -233,9 +243,7 @@ func TestBatchSellerKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.wait(t, true)
-		for user, id := range p.created {
-			created[user] = &flashsale.Order{ID: id, Status: flashsale.StatusCreated}
-		}
+		p.addTo(t, created)
 	}
 	if len(created) == 0 {
 		t.Fatal("no seller reported an order")

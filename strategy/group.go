@@ -122,10 +122,10 @@ func (g *group) commit(batch []*request) {
 			continue
 		}
 		switch sales[i] {
-		case store.Sold:
+		case store.Inserted:
 			*r.order = orders[i]
 			r.done <- nil
-		case store.Repeat:
+		case store.Conflict:
 			r.done <- duplicateOrder()
 		default:
 			r.done <- soldOut()
