@@ -19,8 +19,8 @@ import (
 // is left, takes that many units from the remaining stock in one
 // conditional decrement, and returns what it did with each order: Inserted
 // (sold), Conflict (the buyer has an order already, or earlier in the
-// batch) or Short (sold out before the buyer's turn). The
-// orders it stores get CreatedAt and UpdatedAt set to now.
+// batch) or Short (sold out before the buyer's turn). The orders it stores
+// get CreatedAt and UpdatedAt set to now.
 //
 // Every order must be for voucherID and have a positive id. It returns
 // ENotFound when the voucher does not exist. When it returns an error
