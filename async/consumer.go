@@ -13,20 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/store"
 	"github.com/redis/rueidis"
 )
-
-// Persister stores batches of accepted orders; *store.DB is one.
-// PersistOrders must be idempotent and all-or-nothing, and must return an
-// error wrapping store.ErrStockShort when the batch needs more stock than
-// is left.
-type Persister interface {
-	PersistOrders(ctx context.Context, orders []flashsale.Order) (store.PersistResult, error)
-}
-
-var _ Persister = (*store.DB)(nil)
 
 // ConsumerConfig configures a Consumer. Zero fields take the defaults.
 type ConsumerConfig struct {

@@ -30,8 +30,11 @@ func TestStockShortOrdersAreDeadLettered(t *testing.T) {
 		t.Fatalf("%d dead letters (stats %+v), want 3", len(dead), c.Stats())
 	}
 	for _, d := range dead {
-		if !strings.Contains(d.FieldValues["reason"], "stock short") {
+		if !strings.Contains(d.FieldValues[fieldReason], "stock short") {
 			t.Errorf("dead letter %v: want reason stock short", d.FieldValues)
+		}
+		if d.FieldValues[fieldKind] != string(DeadStockShort) {
+			t.Errorf("dead letter %v: want kind %s", d.FieldValues, DeadStockShort)
 		}
 	}
 	var created, failed int
@@ -52,8 +55,8 @@ func TestStockShortOrdersAreDeadLettered(t *testing.T) {
 	}
 	// Reconciliation reports them but gives no unit back to Redis: MySQL
 	// has none, so a buyer accepted for it would fail the same way.
-	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
-	rep, err := r.Voucher(ctx, v.ID, true)
+	r := e.reconciler()
+	rep, err := r.Repair(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +86,11 @@ func TestConflictingOrderIsDeadLettered(t *testing.T) {
 		return len(e.deadLetters(v.ID)) == 1, nil
 	})
 	d := e.deadLetters(v.ID)[0].FieldValues
-	if d["o"] != itoa(o.ID) || d["u"] != "7" || !strings.Contains(d["reason"], "conflict") {
+	if d[fieldOrder] != itoa(o.ID) || d[fieldUser] != "7" || !strings.Contains(d[fieldReason], "conflict") {
 		t.Errorf("dead letter = %v; want order %d of user 7, conflict", d, o.ID)
+	}
+	if d[fieldKind] != string(DeadConflict) {
+		t.Errorf("dead letter = %v; want kind %s", d, DeadConflict)
 	}
 }
 
@@ -92,12 +98,12 @@ func TestMalformedEntryIsDeadLettered(t *testing.T) {
 	e := newEnv(t)
 	v := e.voucher(10)
 	vk := e.svc.keys.voucher(v.ID)
-	e.do(e.client.B().Xadd().Key(vk.orders).Id("*").FieldValue().FieldValue("o", "x").FieldValue("u", "1").Build())
+	e.do(e.client.B().Xadd().Key(vk.orders).Id("*").FieldValue().FieldValue(fieldOrder, "x").FieldValue(fieldUser, "1").Build())
 	good := e.buy(v.ID, 2)
 	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
 	e.waitDrained(v.ID, 1)
 	dead := e.deadLetters(v.ID)
-	if len(dead) != 1 || !strings.Contains(dead[0].FieldValues["reason"], "malformed") {
+	if len(dead) != 1 || !strings.Contains(dead[0].FieldValues[fieldReason], "malformed") {
 		t.Fatalf("dead letters = %v; want the malformed entry", dead)
 	}
 	if _, err := e.db.FindOrder(context.Background(), good[0].ID); err != nil {
@@ -154,7 +160,7 @@ func TestOverDeliveredEntriesAreTriedAloneThenDeadLettered(t *testing.T) {
 	e.waitDrained(v.ID, 2)
 	dead := e.deadLetters(v.ID)
 	want := "delivered 11 times; 5 attempts to persist it on its own did not finish"
-	if len(dead) != 1 || dead[0].FieldValues["o"] != itoa(accepted[1].ID) || dead[0].FieldValues["reason"] != want {
+	if len(dead) != 1 || dead[0].FieldValues[fieldOrder] != itoa(accepted[1].ID) || dead[0].FieldValues[fieldReason] != want {
 		t.Fatalf("dead letters = %v; want order %d: %s", dead, accepted[1].ID, want)
 	}
 	for _, o := range []*flashsale.Order{accepted[0], accepted[2]} {

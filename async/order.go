@@ -48,12 +48,12 @@ func (s *Service) PlaceOrder(ctx context.Context, voucherID, userID int64) (*fla
 	if err != nil {
 		return nil, unavailable("order id", err)
 	}
-	o, err := s.decide(ctx, l, voucherID, userID, id)
+	o, err := s.askGate(ctx, l, voucherID, userID, id)
 	if errors.Is(err, ErrNotLoaded) {
 		if err := s.Reload(ctx, voucherID); err != nil {
 			return nil, err
 		}
-		o, err = s.decide(ctx, l, voucherID, userID, id)
+		o, err = s.askGate(ctx, l, voucherID, userID, id)
 		if errors.Is(err, ErrNotLoaded) {
 			return nil, unavailable(fmt.Sprintf("voucher %d", voucherID), err)
 		}
@@ -64,9 +64,9 @@ func (s *Service) PlaceOrder(ctx context.Context, voucherID, userID int64) (*fla
 	return o, err
 }
 
-// decide runs the gate for one order and turns its answer into an order
-// or an error.
-func (s *Service) decide(ctx context.Context, l *local, voucherID, userID, orderID int64) (*flashsale.Order, error) {
+// askGate runs the gate script, which decides, for one order and returns
+// its decision decoded.
+func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orderID int64) (*flashsale.Order, error) {
 	user, order := strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)
 	res, err := gateScript.Exec(ctx, s.client, l.gateKeys, []string{user, order}).ToArray()
 	if err != nil {
@@ -75,6 +75,12 @@ func (s *Service) decide(ctx context.Context, l *local, voucherID, userID, order
 		// refused with is found by id only once it is persisted.
 		return nil, unavailable("gate", err)
 	}
+	return s.decodeGateReply(ctx, l, res, voucherID, userID, orderID)
+}
+
+// decodeGateReply turns the gate's reply into an order or an error, and
+// remembers refusals in l (and writes the pointer of an accepted order).
+func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.RedisMessage, voucherID, userID, orderID int64) (*flashsale.Order, error) {
 	code, err := res[0].AsInt64()
 	if err != nil {
 		return nil, fmt.Errorf("async: gate answered %v: %w", res, err)

@@ -248,7 +248,7 @@ func TestPoisonOrderIsDeadLetteredAfterCrashes(t *testing.T) {
 				}
 				dead := e.deadLetters(v.ID)
 				want := fmt.Sprintf("delivered %d times; %d attempts to persist it on its own did not finish", 2*maxDeliveries+1, maxDeliveries)
-				if len(dead) != 1 || dead[0].FieldValues["o"] != itoa(poison.ID) || dead[0].FieldValues["reason"] != want {
+				if len(dead) != 1 || dead[0].FieldValues[fieldOrder] != itoa(poison.ID) || dead[0].FieldValues[fieldReason] != want {
 					t.Fatalf("dead letters = %v; want only order %d: %s", dead, poison.ID, want)
 				}
 				e.waitDrained(v.ID, 19)

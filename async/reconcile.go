@@ -11,81 +11,6 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// DiffKind names a kind of difference between Redis and MySQL.
-type DiffKind string
-
-// The differences Reconciler reports. Only lost_order, dead_letter,
-// order_mismatch and unregistered are repaired with fix; the others need
-// a person.
-const (
-	// DiffNotLoaded: the voucher is in MySQL but not in Redis. Not
-	// repaired: the service reloads a voucher when it is first ordered,
-	// and loading every old voucher would only fill Redis.
-	DiffNotLoaded DiffKind = "not_loaded"
-	// DiffRedisStock: Redis's stock plus its buyers is not the initial
-	// stock (every accepted order takes exactly one unit, every give-back
-	// returns one), or the initial stock is not MySQL's. Not repaired: the
-	// gate changes the stock all the time, so an absolute write would race
-	// it, and which side is wrong needs a person.
-	DiffRedisStock DiffKind = "redis_stock"
-	// DiffMySQLStock: MySQL's remaining plus its orders is not the stock,
-	// or a user has two orders. Not repaired: MySQL is the system of
-	// record; its rows are changed by people, not by reconciliation.
-	DiffMySQLStock DiffKind = "mysql_stock"
-	// DiffLostOrder: Redis accepted the order (the buyer holds it) but it
-	// is not in MySQL, not waiting in the stream and not dead-lettered.
-	// Repaired by appending it to the stream again; persisting it is
-	// idempotent, so a copy that turns up anyway does no harm.
-	DiffLostOrder DiffKind = "lost_order"
-	// DiffDeadLetter: the order was dead-lettered, the user has no order
-	// in MySQL, and the buyer still holds the unit. Repaired by removing
-	// the buyer and giving the unit back to Redis's stock (the user may
-	// then buy again).
-	DiffDeadLetter DiffKind = "dead_letter"
-	// DiffOrderMismatch: the user's order in MySQL is not the one Redis
-	// recorded for the buyer. Repaired by recording MySQL's order in Redis:
-	// the unit is held either way, and lookups then find the real order.
-	DiffOrderMismatch DiffKind = "order_mismatch"
-	// DiffUnregistered: orders wait in the voucher's stream, but the
-	// voucher is not in the registry that consumers start their workers
-	// from, so nobody reads them (a re-queue or a retirement cut short
-	// between its two steps). Repaired by registering the voucher again.
-	DiffUnregistered DiffKind = "unregistered"
-	// DiffUnknownOrder: MySQL has an order whose user is not a buyer in
-	// Redis. A consumer records the buyer of every order it persists, so
-	// this is left by orders that reached MySQL some other way (written by
-	// hand, or by another strategy). Not repaired: making the user a buyer
-	// would change the stock accounting that the gate runs on; reload the
-	// voucher (delete its Redis keys when no order is in flight) if MySQL
-	// is right.
-	DiffUnknownOrder DiffKind = "unknown_order"
-)
-
-// Diff is one difference between Redis and MySQL.
-type Diff struct {
-	Kind      DiffKind
-	VoucherID int64
-	UserID    int64 // 0 when the difference is not about a user
-	OrderID   int64 // 0 when the difference is not about an order
-	Detail    string
-	// Fixed is true when fix was asked for and the repair was made.
-	Fixed bool
-}
-
-// Report is what Reconciler found for one voucher.
-type Report struct {
-	VoucherID int64
-	// Loaded is false when the voucher is not in Redis; the Redis figures
-	// are zero then.
-	Loaded bool
-	// From Redis: stock left and initial stock, buyers accepted, accepted
-	// orders not acknowledged by the consumers yet, and dead letters.
-	Stock, InitialStock, Buyers, InFlight, DeadLetters int
-	// From MySQL: remaining stock and orders that hold stock.
-	Remaining, Orders int
-	Diffs             []Diff
-}
-
 // ReconcilerConfig configures a Reconciler; Prefix and Group must be the
 // Service's.
 type ReconcilerConfig struct {
@@ -96,8 +21,8 @@ type ReconcilerConfig struct {
 
 // Reconciler compares, per voucher, what Redis accepted (buyers, stock,
 // orders waiting in the stream, dead letters) with what MySQL holds
-// (orders, remaining stock), reports every difference as a Diff, and with
-// fix repairs the ones that are safe: it re-queues lost orders, registers
+// (orders, remaining stock), reports every difference as a Diff (Check), and
+// repairs the ones that are safe (Repair): it re-queues lost orders, registers
 // a voucher whose waiting orders no consumer would read, gives back
 // the stock of dead-lettered ones (except those dead-lettered because
 // MySQL had no stock left for them), and points a buyer at the order MySQL
@@ -116,14 +41,14 @@ type ReconcilerConfig struct {
 // lists into memory: fine for a voucher's stock of up to a few million.
 type Reconciler struct {
 	client rueidis.Client
-	db     *store.DB
+	db     AuditStore
 	keys   keyspace
 	group  string
 	log    *slog.Logger
 }
 
 // NewReconciler returns a Reconciler.
-func NewReconciler(client rueidis.Client, db *store.DB, cfg ReconcilerConfig) *Reconciler {
+func NewReconciler(client rueidis.Client, db AuditStore, cfg ReconcilerConfig) *Reconciler {
 	return &Reconciler{
 		client: client,
 		db:     db,
@@ -133,15 +58,23 @@ func NewReconciler(client rueidis.Client, db *store.DB, cfg ReconcilerConfig) *R
 	}
 }
 
-// All reconciles every voucher in MySQL.
-func (r *Reconciler) All(ctx context.Context, fix bool) ([]*Report, error) {
+// CheckAll reports the differences of every voucher in MySQL, repairing
+// nothing.
+func (r *Reconciler) CheckAll(ctx context.Context) ([]*Report, error) { return r.all(ctx, false) }
+
+// RepairAll reports the differences of every voucher in MySQL and repairs
+// what is safe, as Repair does.
+func (r *Reconciler) RepairAll(ctx context.Context) ([]*Report, error) { return r.all(ctx, true) }
+
+// all reconciles every voucher in MySQL, repairing with fix.
+func (r *Reconciler) all(ctx context.Context, fix bool) ([]*Report, error) {
 	vs, err := r.db.ListVouchers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	reports := make([]*Report, 0, len(vs))
 	for _, v := range vs {
-		rep, err := r.Voucher(ctx, v.ID, fix)
+		rep, err := r.voucher(ctx, v.ID, fix)
 		if err != nil {
 			return reports, err
 		}
@@ -160,21 +93,44 @@ type redisSide struct {
 // deadLetter is an entry of a dead-letter stream.
 type deadLetter struct {
 	order, user int64
+	kind        DeadKind // "" in entries written before dead letters had one
 	reason      string
 }
 
-// Voucher reconciles one voucher and, with fix, repairs what is safe. It
+// stockShort reports whether the order was dead-lettered because MySQL had
+// no stock left for it. An entry without a kind (written before kinds
+// existed) tells by its reason, which then quotes store.ErrStockShort.
+func (dl deadLetter) stockShort() bool {
+	if dl.kind != "" {
+		return dl.kind == DeadStockShort
+	}
+	return strings.Contains(dl.reason, store.ErrStockShort.Error())
+}
+
+// Check reports the differences of one voucher, repairing nothing. It
 // returns ENotFound when the voucher is not in MySQL.
-func (r *Reconciler) Voucher(ctx context.Context, id int64, fix bool) (*Report, error) {
+func (r *Reconciler) Check(ctx context.Context, id int64) (*Report, error) {
+	return r.voucher(ctx, id, false)
+}
+
+// Repair reports the differences of one voucher and repairs the ones that
+// are safe to repair (see Reconciler); a repaired Diff has Fixed set. It
+// returns ENotFound when the voucher is not in MySQL.
+func (r *Reconciler) Repair(ctx context.Context, id int64) (*Report, error) {
+	return r.voucher(ctx, id, true)
+}
+
+// voucher reconciles one voucher, repairing with fix.
+func (r *Reconciler) voucher(ctx context.Context, id int64, fix bool) (*Report, error) {
 	vk := r.keys.voucher(id)
-	snap, err := snapshotScript.Exec(ctx, r.client, []string{vk.meta, vk.buyers}, nil).AsIntSlice()
+	snap, err := readSnapshot(ctx, r.client, vk)
 	if err != nil {
 		return nil, fmt.Errorf("async: reconcile voucher %d: %w", id, err)
 	}
-	rep := &Report{VoucherID: id, Loaded: len(snap) == 3}
+	rep := &Report{VoucherID: id, Loaded: snap.loaded}
 	var rs redisSide
 	if rep.Loaded {
-		rep.Stock, rep.InitialStock = int(snap[0]), int(snap[1])
+		rep.Stock, rep.InitialStock = snap.stock, snap.initialStock
 		if rs, err = r.readRedis(ctx, vk); err != nil {
 			return nil, fmt.Errorf("async: reconcile voucher %d: %w", id, err)
 		}
@@ -185,7 +141,7 @@ func (r *Reconciler) Voucher(ctx context.Context, id int64, fix bool) (*Report, 
 	if err != nil {
 		return nil, err
 	}
-	orders, err := r.db.VoucherOrders(ctx, id)
+	orders, err := r.db.HeldOrders(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -198,9 +154,9 @@ func (r *Reconciler) Voucher(ctx context.Context, id int64, fix bool) (*Report, 
 		rep.add(Diff{Kind: DiffNotLoaded, Detail: "the voucher is not in Redis"})
 		return rep, nil
 	}
-	if int(snap[0]+snap[2]) != rep.InitialStock || rep.InitialStock != audit.Stock {
+	if snap.stock+snap.buyers != rep.InitialStock || rep.InitialStock != audit.Stock {
 		rep.add(Diff{Kind: DiffRedisStock, Detail: fmt.Sprintf("Redis: stock %d + buyers %d, initial stock %d; MySQL stock %d",
-			snap[0], snap[2], rep.InitialStock, audit.Stock)})
+			snap.stock, snap.buyers, rep.InitialStock, audit.Stock)})
 	}
 	mysql := make(map[int64]int64, len(orders)) // user → order
 	for _, o := range orders {
@@ -218,16 +174,23 @@ func (r *Reconciler) Voucher(ctx context.Context, id int64, fix bool) (*Report, 
 	return rep, nil
 }
 
-// add appends a difference about the report's voucher.
-func (rep *Report) add(d Diff) *Diff {
-	d.VoucherID = rep.VoucherID
-	rep.Diffs = append(rep.Diffs, d)
-	return &rep.Diffs[len(rep.Diffs)-1]
+// compare reports the differences between the buyers and the orders, and
+// repairs them with fix: first every buyer Redis holds, then the dead
+// letters, then MySQL's orders whose user Redis does not know.
+func (r *Reconciler) compare(ctx context.Context, vk voucherKeys, rep *Report, rs redisSide, mysql map[int64]int64, fix bool) error {
+	if err := r.compareBuyers(ctx, vk, rep, rs, mysql, fix); err != nil {
+		return err
+	}
+	if err := r.compareDeadLetters(ctx, vk, rep, rs, mysql, fix); err != nil {
+		return err
+	}
+	return r.findUnknownOrders(ctx, vk, rep, rs, mysql)
 }
 
-// compare reports the differences between the buyers and the orders, and
-// repairs them with fix.
-func (r *Reconciler) compare(ctx context.Context, vk voucherKeys, rep *Report, rs redisSide, mysql map[int64]int64, fix bool) error {
+// compareBuyers checks each buyer's order against MySQL: the same order,
+// another one (repointed with fix), in flight, dead-lettered (left to
+// compareDeadLetters), or lost (re-queued with fix).
+func (r *Reconciler) compareBuyers(ctx context.Context, vk voucherKeys, rep *Report, rs redisSide, mysql map[int64]int64, fix bool) error {
 	dead := map[int64]bool{}
 	for _, d := range rs.dead {
 		dead[d.order] = true
@@ -249,7 +212,7 @@ func (r *Reconciler) compare(ctx context.Context, vk voucherKeys, rep *Report, r
 		case rs.inFlight[order]:
 			rep.InFlight++
 		case dead[order]:
-			// Reported below, from the dead letter.
+			// Reported by compareDeadLetters.
 		default:
 			d := rep.add(Diff{Kind: DiffLostOrder, UserID: user, OrderID: order,
 				Detail: "accepted by Redis; not in MySQL, the stream or the dead letters"})
@@ -262,6 +225,13 @@ func (r *Reconciler) compare(ctx context.Context, vk voucherKeys, rep *Report, r
 			}
 		}
 	}
+	return nil
+}
+
+// compareDeadLetters reports each dead-lettered order whose buyer still
+// holds its unit, and with fix gives the unit back, unless MySQL had no
+// stock for the order.
+func (r *Reconciler) compareDeadLetters(ctx context.Context, vk voucherKeys, rep *Report, rs redisSide, mysql map[int64]int64, fix bool) error {
 	seen := map[int64]bool{}
 	for _, dl := range rs.dead {
 		if seen[dl.order] || dl.order == 0 || dl.user == 0 {
@@ -273,7 +243,7 @@ func (r *Reconciler) compare(ctx context.Context, vk voucherKeys, rep *Report, r
 		}
 		d := rep.add(Diff{Kind: DiffDeadLetter, UserID: dl.user, OrderID: dl.order,
 			Detail: "dead-lettered (" + dl.reason + "); the buyer still holds a unit"})
-		if strings.Contains(dl.reason, store.ErrStockShort.Error()) {
+		if dl.stockShort() {
 			// MySQL had no unit for it: Redis sold one too many, and giving
 			// it back would sell it again to someone MySQL cannot serve.
 			d.Detail += "; not given back: MySQL had no stock for it"
@@ -290,6 +260,11 @@ func (r *Reconciler) compare(ctx context.Context, vk voucherKeys, rep *Report, r
 			}
 		}
 	}
+	return nil
+}
+
+// findUnknownOrders reports MySQL's orders whose user is no buyer in Redis.
+func (r *Reconciler) findUnknownOrders(ctx context.Context, vk voucherKeys, rep *Report, rs redisSide, mysql map[int64]int64) error {
 	for user, order := range mysql {
 		if _, ok := rs.buyers[user]; ok {
 			continue
@@ -384,9 +359,10 @@ func (r *Reconciler) readRedis(ctx context.Context, vk voucherKeys) (redisSide, 
 			return rs, err
 		}
 		for _, e := range page {
-			order, _ := strconv.ParseInt(e.FieldValues["o"], 10, 64)
-			user, _ := strconv.ParseInt(e.FieldValues["u"], 10, 64)
-			rs.dead = append(rs.dead, deadLetter{order: order, user: user, reason: e.FieldValues["reason"]})
+			order, _ := strconv.ParseInt(e.FieldValues[fieldOrder], 10, 64)
+			user, _ := strconv.ParseInt(e.FieldValues[fieldUser], 10, 64)
+			rs.dead = append(rs.dead, deadLetter{order: order, user: user,
+				kind: DeadKind(e.FieldValues[fieldKind]), reason: e.FieldValues[fieldReason]})
 		}
 		if len(page) < 1000 {
 			return rs, nil

@@ -29,13 +29,13 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 	ctx := context.Background()
 	v := e.voucher(20)
 	vk := e.svc.keys.voucher(v.ID)
-	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	r := e.reconciler()
 
 	persisted := e.buy(v.ID, users(1, 10)...)
 	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
 	e.waitDrained(v.ID, 10)
 	stop()
-	if rep, err := r.Voucher(ctx, v.ID, false); err != nil || len(rep.Diffs) != 0 || rep.Buyers != 10 || rep.Orders != 10 {
+	if rep, err := r.Check(ctx, v.ID); err != nil || len(rep.Diffs) != 0 || rep.Buyers != 10 || rep.Orders != 10 {
 		t.Fatalf("before crafting: %+v, %v; want no differences", rep, err)
 	}
 
@@ -47,13 +47,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	// User 11's order is dead-lettered by a consumer.
-	e.buy(v.ID, 11)
-	entry := e.deliver(v.ID, "c", 1)[0]
-	keys := []string{vk.orders, vk.dead, vk.failed}
-	args := []string{DefaultGroup, entry.ID, entry.FieldValues["o"], "11", "crafted", "1"}
-	if err := deadScript.Exec(ctx, e.client, keys, args).Error(); err != nil {
-		t.Fatal(err)
-	}
+	e.buyDeadLettered(v.ID, 11, "crafted", "")
 	// User 12's entry is lost from the stream before anyone read it.
 	lost := e.buy(v.ID, 12)[0]
 	unread, err := e.do(e.client.B().Xrange().Key(vk.orders).Start("-").End("+").Build()).AsXRange()
@@ -64,7 +58,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 	// User 13's order is waiting in the stream: in flight, no difference.
 	waiting := e.buy(v.ID, 13)
 
-	rep, err := r.Voucher(ctx, v.ID, false)
+	rep, err := r.Check(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +67,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 		t.Fatalf("report = %v, in flight %d, dead letters %d; want %v, 1, 1", got, rep.InFlight, rep.DeadLetters, want)
 	}
 
-	rep, err = r.Voucher(ctx, v.ID, true)
+	rep, err = r.Repair(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +79,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 	again := e.buy(v.ID, 11)
 	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
 	e.waitDrained(v.ID, 13)
-	rep, err = r.Voucher(ctx, v.ID, false)
+	rep, err = r.Check(ctx, v.ID)
 	if err != nil || len(rep.Diffs) != 0 {
 		t.Fatalf("after the repair and the drain: %+v, %v; want no differences", rep, err)
 	}
@@ -97,7 +91,7 @@ func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
 	ctx := context.Background()
 	v := e.voucher(10)
 	vk := e.svc.keys.voucher(v.ID)
-	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	r := e.reconciler()
 	accepted := e.buy(v.ID, 1, 2)
 	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
 	e.waitDrained(v.ID, 2)
@@ -118,7 +112,7 @@ func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	reports, err := r.All(ctx, true)
+	reports, err := r.RepairAll(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,22 +148,92 @@ func TestReconcileRegistersAVoucherWithUnreadOrders(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	v := e.voucher(10)
-	r := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+	r := e.reconciler()
 	waiting := e.buy(v.ID, 1, 2)
 	e.do(e.client.B().Srem().Key(e.svc.keys.registry()).Member(itoa(v.ID)).Build())
 
-	rep, err := r.Voucher(ctx, v.ID, false)
+	rep, err := r.Check(ctx, v.ID)
 	if got, want := kinds(rep.Diffs), []string{"unregistered 0"}; err != nil || !slices.Equal(got, want) || rep.InFlight != 2 {
 		t.Fatalf("report = %v, in flight %d, %v; want %v, 2", got, rep.InFlight, err, want)
 	}
-	rep, err = r.Voucher(ctx, v.ID, true)
+	rep, err = r.Repair(ctx, v.ID)
 	if got, want := kinds(rep.Diffs), []string{"unregistered 0 fixed"}; err != nil || !slices.Equal(got, want) {
 		t.Fatalf("fix = %v, %v; want %v", got, err, want)
 	}
 	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
 	e.waitDrained(v.ID, 2)
-	if rep, err := r.Voucher(ctx, v.ID, false); err != nil || len(rep.Diffs) != 0 {
+	if rep, err := r.Check(ctx, v.ID); err != nil || len(rep.Diffs) != 0 {
 		t.Fatalf("after the repair and the drain: %v, %v; want no differences", kinds(rep.Diffs), err)
 	}
 	e.checkSold(v, waiting)
+}
+
+// TestReconcileDecidesDeadLettersByKind: whether a dead-lettered unit is
+// given back is decided on the entry's kind; an entry written before dead
+// letters had a kind (only the text reason) is judged by its reason.
+func TestReconcileDecidesDeadLettersByKind(t *testing.T) {
+	e := newEnv(t)
+	v := e.voucher(10)
+	stockShortText := "store: stock short: voucher " + itoa(v.ID) + " has 0 left, the batch needs 1"
+	// user → dead.lua's reason and kind; an empty kind is the old format
+	// (the script is called without the kind argument).
+	letters := []struct {
+		user         int64
+		reason, kind string
+		givenBack    bool
+	}{
+		{1, stockShortText, "", false},           // old format, stock short
+		{2, "conflict: another order", "", true}, // old format, anything else
+		{3, "reason text says nothing", string(DeadStockShort), false},
+		{4, stockShortText, string(DeadConflict), true}, // the kind wins over the text
+	}
+	for _, l := range letters {
+		e.buyDeadLettered(v.ID, l.user, l.reason, l.kind)
+	}
+	dead := e.deadLetters(v.ID)
+	if len(dead) != 4 || dead[0].FieldValues[fieldKind] != "" || dead[2].FieldValues[fieldKind] != string(DeadStockShort) {
+		t.Fatalf("dead letters = %v; want 4, the first without a kind, the third %s", dead, DeadStockShort)
+	}
+	rep, err := e.reconciler().Repair(context.Background(), v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, l := range letters {
+		if l.givenBack {
+			want = append(want, "dead_letter "+itoa(l.user)+" fixed")
+		} else {
+			want = append(want, "dead_letter "+itoa(l.user))
+		}
+	}
+	slices.Sort(want)
+	if got := kinds(rep.Diffs); !slices.Equal(got, want) {
+		t.Fatalf("repair = %v; want %v", got, want)
+	}
+	stock, err := e.do(e.client.B().Hget().Key(e.svc.keys.voucher(v.ID).meta).Field("stock").Build()).AsInt64()
+	if err != nil || stock != 10-4+2 {
+		t.Errorf("Redis stock after the repair = %d, %v; want %d (two units given back)", stock, err, 10-4+2)
+	}
+}
+
+// reconciler returns a Reconciler on the env's Redis, store and prefix.
+func (e *env) reconciler() *Reconciler {
+	return NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+}
+
+// buyDeadLettered buys for user and dead-letters the order as a consumer
+// would, with reason and kind; an empty kind writes the format of before
+// dead letters had one.
+func (e *env) buyDeadLettered(voucherID, user int64, reason, kind string) {
+	e.t.Helper()
+	vk := e.svc.keys.voucher(voucherID)
+	e.buy(voucherID, user)
+	entry := e.deliver(voucherID, "c", 1)[0]
+	args := []string{DefaultGroup, entry.ID, entry.FieldValues[fieldOrder], itoa(user), reason, "1"}
+	if kind != "" {
+		args = append(args, kind)
+	}
+	if err := deadScript.Exec(context.Background(), e.client, []string{vk.orders, vk.dead, vk.failed}, args).Error(); err != nil {
+		e.t.Fatal(err)
+	}
 }

@@ -52,3 +52,31 @@ var (
 	restoreScript = rueidis.NewLuaScript(restoreLua)
 	repointScript = rueidis.NewLuaScript(repointLua)
 )
+
+// The fields of stream entries, as the Lua scripts write them (gate.lua
+// and requeue.lua the orders stream, dead.lua the dead-letter stream).
+// They are on the wire: renaming one would make old entries unreadable.
+const (
+	fieldOrder  = "o"      // order id
+	fieldUser   = "u"      // user id
+	fieldReason = "reason" // dead letters: why, for a person
+	fieldKind   = "kind"   // dead letters: why, for a program (a DeadKind)
+)
+
+// DeadKind says, machine-readably, why an order was dead-lettered: the
+// dead-letter stream's "kind" field. Entries written before the field
+// existed have only the human-readable "reason".
+type DeadKind string
+
+// The kinds of dead letters.
+const (
+	// DeadStockShort: MySQL had no stock left for the order, so Redis sold
+	// one unit too many; reconciliation does not give it back.
+	DeadStockShort DeadKind = "stock_short"
+	// DeadConflict: the user has another order for the voucher in MySQL.
+	DeadConflict DeadKind = "conflict"
+	// DeadMalformed: the stream entry is not an order.
+	DeadMalformed DeadKind = "malformed"
+	// DeadPoison: attempts to persist the order on its own kept dying.
+	DeadPoison DeadKind = "poison"
+)

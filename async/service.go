@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/store"
 	"github.com/redis/rueidis"
 	"golang.org/x/sync/singleflight"
 )
@@ -49,7 +48,7 @@ type Config struct {
 // persists them. It is safe for concurrent use.
 type Service struct {
 	client rueidis.Client
-	db     *store.DB
+	db     VoucherStore
 	keys   keyspace
 	cfg    Config
 	log    *slog.Logger
@@ -64,7 +63,7 @@ type Service struct {
 }
 
 // NewService returns a Service on the Redis client and the store.
-func NewService(client rueidis.Client, db *store.DB, cfg Config) (*Service, error) {
+func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, error) {
 	if client == nil || db == nil || cfg.OrderIDs == nil {
 		return nil, errors.New("async: a Redis client, a store and an order ID generator are required")
 	}

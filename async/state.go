@@ -24,16 +24,37 @@ type State struct {
 // outside, such as the load lab.
 func ReadState(ctx context.Context, client rueidis.Client, prefix string, voucherID int64) (State, error) {
 	vk := keyspace{orDefault(prefix, DefaultPrefix)}.voucher(voucherID)
-	snap, err := snapshotScript.Exec(ctx, client, []string{vk.meta, vk.buyers}, nil).AsIntSlice()
+	snap, err := readSnapshot(ctx, client, vk)
 	if err != nil {
 		return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
 	}
-	if len(snap) == 0 {
+	if !snap.loaded {
 		return State{}, nil
 	}
 	dead, err := client.Do(ctx, client.B().Xlen().Key(vk.dead).Build()).AsInt64()
 	if err != nil {
 		return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
 	}
-	return State{Loaded: true, Stock: int(snap[0]), InitialStock: int(snap[1]), Buyers: int(snap[2]), DeadLetters: int(dead)}, nil
+	return State{Loaded: true, Stock: snap.stock, InitialStock: snap.initialStock, Buyers: snap.buyers, DeadLetters: int(dead)}, nil
+}
+
+// snapshot is a voucher's live figures in Redis, read in one step by
+// snapshot.lua.
+type snapshot struct {
+	loaded                      bool // false: not in Redis, the rest is zero
+	stock, initialStock, buyers int
+}
+
+// readSnapshot runs snapshot.lua for a voucher and decodes its reply.
+func readSnapshot(ctx context.Context, client rueidis.Client, vk voucherKeys) (snapshot, error) {
+	snap, err := snapshotScript.Exec(ctx, client, []string{vk.meta, vk.buyers}, nil).AsIntSlice()
+	switch {
+	case err != nil:
+		return snapshot{}, err
+	case len(snap) == 0:
+		return snapshot{}, nil
+	case len(snap) != 3:
+		return snapshot{}, fmt.Errorf("snapshot.lua answered %v", snap)
+	}
+	return snapshot{loaded: true, stock: int(snap[0]), initialStock: int(snap[1]), buyers: int(snap[2])}, nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/store"
 )
 
 // loadTimeout bounds a reload, which runs detached from the request that
@@ -56,7 +55,7 @@ func (s *Service) undoCreate(ctx context.Context, id int64) {
 			s.log.Error("async: undoing a voucher: Redis keys left behind (reconcile reports them)", "voucher", id, "err", err)
 		}
 	}
-	if err := s.db.DeleteVoucher(ctx, id); err != nil {
+	if err := s.db.DeleteVoucherWithoutOrders(ctx, id); err != nil {
 		s.log.Error("async: undoing a voucher: MySQL row left behind; it is reloaded into Redis when first ordered", "voucher", id, "err", err)
 	}
 }
@@ -70,13 +69,12 @@ func (s *Service) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher
 	if err != nil {
 		return nil, err
 	}
-	vk := s.keys.voucher(id)
-	snap, err := snapshotScript.Exec(ctx, s.client, []string{vk.meta, vk.buyers}, nil).AsIntSlice()
+	snap, err := readSnapshot(ctx, s.client, s.keys.voucher(id))
 	if err != nil {
 		return nil, unavailable(fmt.Sprintf("find voucher %d", id), err)
 	}
-	if len(snap) == 3 {
-		v.Remaining, v.Orders = int(snap[0]), int(snap[2])
+	if snap.loaded {
+		v.Remaining, v.Orders = snap.stock, snap.buyers
 		return &v, nil
 	}
 	return s.db.FindVoucher(ctx, id)
@@ -128,16 +126,7 @@ func (s *Service) reload(ctx context.Context, voucherID int64) error {
 		return nil
 	}
 	// One snapshot: the remaining stock and the orders that took the rest.
-	var v *flashsale.Voucher
-	var orders []flashsale.Order
-	err = s.db.Tx(ctx, func(tx *store.Tx) error {
-		var err error
-		if v, err = tx.Voucher(ctx, voucherID); err != nil {
-			return err
-		}
-		orders, err = tx.VoucherOrders(ctx, voucherID)
-		return err
-	})
+	v, orders, err := s.db.VoucherSnapshot(ctx, voucherID)
 	if err != nil {
 		return err
 	}

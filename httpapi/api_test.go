@@ -115,7 +115,7 @@ func services(t testing.TB, o apiOptions, rc rueidis.Client, prefix string, db *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strategy.Vouchers(db, ids), orders
+	return strategy.NewVoucherService(db, ids), orders
 }
 
 func (api *testAPI) userToken(id int64) string {

@@ -94,7 +94,7 @@ func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, or
 	}
 	// The same lock order as PersistOrders: order rows by id.
 	slices.SortFunc(sold, func(a, b flashsale.Order) int { return cmp.Compare(a.ID, b.ID) })
-	if err := tx.insertIgnore(ctx, dialect, sold); err != nil {
+	if err := tx.insertNewOrders(ctx, dialect, sold); err != nil {
 		return nil, err
 	}
 	return sales, tx.takeStock(ctx, voucherID, len(sold))

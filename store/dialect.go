@@ -17,9 +17,9 @@ import (
 // Everything that differs between MySQL/MariaDB and SQLite, apart from the
 // connection setup in url.go, is in this file.
 
-// insertIgnore returns the verb of an insert that skips rows clashing with a
-// primary or unique key instead of failing.
-func insertIgnore(dialect string) string {
+// insertIgnoreVerb returns the verb of an insert that skips rows clashing
+// with a primary or unique key instead of failing.
+func insertIgnoreVerb(dialect string) string {
 	if dialect == MySQL {
 		return "INSERT IGNORE INTO"
 	}

@@ -12,9 +12,9 @@ import (
 
 // HasOrder reports whether the user has an order for the voucher, whatever
 // its status.
-func (c Conn) HasOrder(ctx context.Context, voucherID, userID int64) (bool, error) {
+func (q Queries) HasOrder(ctx context.Context, voucherID, userID int64) (bool, error) {
 	var one int
-	err := c.r.QueryRowContext(ctx, "SELECT 1 FROM orders WHERE voucher_id = ? AND user_id = ?", voucherID, userID).Scan(&one)
+	err := q.r.QueryRowContext(ctx, "SELECT 1 FROM orders WHERE voucher_id = ? AND user_id = ?", voucherID, userID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -31,7 +31,7 @@ var orderStatuses = []flashsale.OrderStatus{flashsale.StatusPending, flashsale.S
 // o.CreatedAt and o.UpdatedAt to now. It returns EDuplicateOrder when the
 // order's id or its voucher and user are taken: the unique key is the last
 // line of defence for one order per user.
-func (c Conn) InsertOrder(ctx context.Context, o *flashsale.Order) error {
+func (q Queries) InsertOrder(ctx context.Context, o *flashsale.Order) error {
 	status := o.Status
 	if status == "" {
 		status = flashsale.StatusCreated
@@ -42,7 +42,7 @@ func (c Conn) InsertOrder(ctx context.Context, o *flashsale.Order) error {
 		return flashsale.Errorf(flashsale.EInvalid, "unknown order status %q", status)
 	}
 	t := now()
-	_, err := c.w.ExecContext(ctx, `INSERT INTO orders (id, voucher_id, user_id, status, created_at, updated_at)
+	_, err := q.w.ExecContext(ctx, `INSERT INTO orders (id, voucher_id, user_id, status, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?)`, o.ID, o.VoucherID, o.UserID, string(status), dbTime(t), dbTime(t))
 	if isDuplicate(err) {
 		return fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EDuplicateOrder, "user %d already has an order for voucher %d", o.UserID, o.VoucherID), err)
@@ -102,4 +102,29 @@ func (db *DB) MaxOrderID(ctx context.Context) (int64, error) {
 		return 0, wrap("max order id", err)
 	}
 	return id, nil
+}
+
+// HeldOrders returns the voucher's orders that hold stock (status other
+// than failed), by user id. Inside a Tx it reads the same snapshot as the
+// Tx's other reads (InnoDB's REPEATABLE READ), so it pairs with Remaining;
+// VoucherSnapshot does that.
+func (q Queries) HeldOrders(ctx context.Context, voucherID int64) ([]flashsale.Order, error) {
+	op := fmt.Sprintf("orders of voucher %d", voucherID)
+	rows, err := q.r.QueryContext(ctx, "SELECT "+orderColumns+" FROM orders WHERE voucher_id = ? AND "+heldOrders+" ORDER BY user_id", voucherID)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	defer rows.Close()
+	orders := []flashsale.Order{}
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return nil, wrap(op, err)
+		}
+		orders = append(orders, *o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(op, err)
+	}
+	return orders, nil
 }

@@ -170,7 +170,7 @@ func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Or
 	}
 	// One lock order for every writer: rows by id, vouchers by id.
 	slices.SortFunc(fresh, func(a, b flashsale.Order) int { return cmp.Compare(a.ID, b.ID) })
-	if err := tx.insertIgnore(ctx, dialect, fresh); err != nil {
+	if err := tx.insertNewOrders(ctx, dialect, fresh); err != nil {
 		return PersistResult{}, err
 	}
 	for _, v := range slices.Sorted(maps.Keys(perVoucher)) {
@@ -241,17 +241,17 @@ func storedOrdersQuery(orders []flashsale.Order) (string, []any) {
 	return b.String(), args
 }
 
-// insertIgnore inserts the orders with status created (and their CreatedAt
-// and UpdatedAt where set, else now), skipping any whose id or voucher and
-// user are taken. Every row must go in: a skipped one means another
-// transaction stored it since storedOrders looked, and the batch's stock
-// count would be wrong, so it returns errRaced.
-func (tx *Tx) insertIgnore(ctx context.Context, dialect string, orders []flashsale.Order) error {
+// insertNewOrders inserts the orders with status created (and their
+// CreatedAt and UpdatedAt where set, else now), skipping any whose id or
+// voucher and user are taken. Every row must go in: a skipped one means
+// another transaction stored it since storedOrders looked, and the batch's
+// stock count would be wrong, so it returns errRaced.
+func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flashsale.Order) error {
 	t := dbTime(now())
 	for chunk := range slices.Chunk(orders, persistChunk) {
 		var b strings.Builder
 		args := make([]any, 0, 6*len(chunk))
-		b.WriteString(insertIgnore(dialect) + " orders (id, voucher_id, user_id, status, created_at, updated_at) VALUES ")
+		b.WriteString(insertIgnoreVerb(dialect) + " orders (id, voucher_id, user_id, status, created_at, updated_at) VALUES ")
 		for i, o := range chunk {
 			if i > 0 {
 				b.WriteString(", ")

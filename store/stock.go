@@ -16,9 +16,9 @@ import (
 
 // Remaining returns the voucher's remaining stock with a plain read that
 // takes no lock. It returns ENotFound when the voucher does not exist.
-func (c Conn) Remaining(ctx context.Context, voucherID int64) (int, error) {
+func (q Queries) Remaining(ctx context.Context, voucherID int64) (int, error) {
 	var n int
-	err := c.r.QueryRowContext(ctx, "SELECT remaining FROM vouchers WHERE id = ?", voucherID).Scan(&n)
+	err := q.r.QueryRowContext(ctx, "SELECT remaining FROM vouchers WHERE id = ?", voucherID).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, voucherNotFound(voucherID)
 	}
@@ -32,9 +32,9 @@ func (c Conn) Remaining(ctx context.Context, voucherID int64) (int, error) {
 // now: the naive strategy's read-modify-write that loses updates. It returns
 // ENotFound when the voucher does not exist and EInvalid when n is negative
 // or above the voucher's stock (the table's CHECK constraints refuse it).
-func (c Conn) SetRemaining(ctx context.Context, voucherID int64, n int) error {
+func (q Queries) SetRemaining(ctx context.Context, voucherID int64, n int) error {
 	op := fmt.Sprintf("set remaining of voucher %d", voucherID)
-	res, err := c.w.ExecContext(ctx, "UPDATE vouchers SET remaining = ?, updated_at = ? WHERE id = ?", n, dbTime(now()), voucherID)
+	res, err := q.w.ExecContext(ctx, "UPDATE vouchers SET remaining = ?, updated_at = ? WHERE id = ?", n, dbTime(now()), voucherID)
 	if err != nil {
 		return wrap(op, checkError(err, n))
 	}
@@ -50,8 +50,8 @@ func (c Conn) SetRemaining(ctx context.Context, voucherID int64, n int) error {
 // still old, and reports whether it did: optimistic locking on the stock
 // value. It reports false as well when the voucher does not exist, and
 // returns EInvalid when newN breaks the CHECK constraints.
-func (c Conn) CompareAndSetRemaining(ctx context.Context, voucherID int64, old, newN int) (bool, error) {
-	res, err := c.w.ExecContext(ctx, "UPDATE vouchers SET remaining = ?, updated_at = ? WHERE id = ? AND remaining = ?", newN, dbTime(now()), voucherID, old)
+func (q Queries) CompareAndSetRemaining(ctx context.Context, voucherID int64, old, newN int) (bool, error) {
+	res, err := q.w.ExecContext(ctx, "UPDATE vouchers SET remaining = ?, updated_at = ? WHERE id = ? AND remaining = ?", newN, dbTime(now()), voucherID, old)
 	if err != nil {
 		return false, wrap(fmt.Sprintf("compare and set remaining of voucher %d", voucherID), checkError(err, newN))
 	}
@@ -62,11 +62,11 @@ func (c Conn) CompareAndSetRemaining(ctx context.Context, voucherID int64, old, 
 // and reports whether it did. It reports false as well when the voucher does
 // not exist (telling the two apart would cost every sold-out buyer a second
 // query). n must be positive.
-func (c Conn) DecrementRemaining(ctx context.Context, voucherID int64, n int) (bool, error) {
+func (q Queries) DecrementRemaining(ctx context.Context, voucherID int64, n int) (bool, error) {
 	if n <= 0 {
 		return false, flashsale.Errorf(flashsale.EInvalid, "cannot decrement stock by %d", n)
 	}
-	res, err := c.w.ExecContext(ctx, "UPDATE vouchers SET remaining = remaining - ?, updated_at = ? WHERE id = ? AND remaining >= ?", n, dbTime(now()), voucherID, n)
+	res, err := q.w.ExecContext(ctx, "UPDATE vouchers SET remaining = remaining - ?, updated_at = ? WHERE id = ? AND remaining >= ?", n, dbTime(now()), voucherID, n)
 	if err != nil {
 		return false, wrap(fmt.Sprintf("decrement remaining of voucher %d", voucherID), err)
 	}

@@ -34,23 +34,23 @@ var (
 	ErrDuplicateID = errors.New("store: duplicate id")
 )
 
-// querier is what Conn runs statements on: *sql.DB or *sql.Tx.
+// querier is what Queries runs statements on: *sql.DB or *sql.Tx.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Conn holds the statements that run either on their own (autocommit, via
-// DB) or inside a transaction (via Tx). Both DB and Tx embed it.
-type Conn struct {
+// Queries holds the statements that run either on their own (autocommit,
+// via DB) or inside a transaction (via Tx). Both DB and Tx embed it.
+type Queries struct {
 	r querier // reads
 	w querier // writes
 }
 
 // DB is an open, migrated database. It is safe for concurrent use.
 type DB struct {
-	Conn
+	Queries
 	dialect string
 	writer  *sql.DB
 	// reader is SQLite's query-only pool for files; nil when writer serves
@@ -58,9 +58,9 @@ type DB struct {
 	reader *sql.DB
 }
 
-// Tx is a transaction started by DB.Tx. Its Conn methods run inside it.
+// Tx is a transaction started by DB.Tx. Its Queries methods run inside it.
 type Tx struct {
-	Conn
+	Queries
 }
 
 var (
@@ -112,7 +112,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		db.writer.Close()
 		return nil, err
 	}
-	db.Conn = Conn{r: db.writer, w: db.writer}
+	db.Queries = Queries{r: db.writer, w: db.writer}
 	if c.readDSN != "" {
 		reader, err := c.open(ctx, c.readDSN)
 		if err != nil {
@@ -122,7 +122,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		reader.SetMaxOpenConns(sqliteReaders)
 		reader.SetMaxIdleConns(sqliteReaders)
 		db.reader = reader
-		db.Conn.r = reader
+		db.Queries.r = reader
 	}
 	return db, nil
 }
@@ -197,7 +197,7 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 			_ = sqlTx.Rollback()
 		}
 	}()
-	if err := fn(&Tx{Conn: Conn{r: sqlTx, w: sqlTx}}); err != nil {
+	if err := fn(&Tx{Queries: Queries{r: sqlTx, w: sqlTx}}); err != nil {
 		return err
 	}
 	committed = true

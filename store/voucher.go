@@ -99,8 +99,8 @@ func (db *DB) ListVouchers(ctx context.Context) ([]*flashsale.Voucher, error) {
 
 // Voucher returns the voucher's row, with Orders left at 0, or ENotFound:
 // one primary key read, for checking the sale window on every request.
-func (c Conn) Voucher(ctx context.Context, id int64) (*flashsale.Voucher, error) {
-	v, err := scanVoucher(c.r.QueryRowContext(ctx, "SELECT "+voucherColumns+" FROM vouchers v WHERE v.id = ?", id), false)
+func (q Queries) Voucher(ctx context.Context, id int64) (*flashsale.Voucher, error) {
+	v, err := scanVoucher(q.r.QueryRowContext(ctx, "SELECT "+voucherColumns+" FROM vouchers v WHERE v.id = ?", id), false)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, voucherNotFound(id)
 	}
@@ -108,4 +108,42 @@ func (c Conn) Voucher(ctx context.Context, id int64) (*flashsale.Voucher, error)
 		return nil, wrap(fmt.Sprintf("voucher %d", id), err)
 	}
 	return v, nil
+}
+
+// VoucherSnapshot returns the voucher's row (Orders left at 0) and its
+// orders that hold stock, read in one transaction so they are one snapshot:
+// the remaining stock and the orders that took the rest. It returns
+// ENotFound when the voucher does not exist.
+func (db *DB) VoucherSnapshot(ctx context.Context, id int64) (*flashsale.Voucher, []flashsale.Order, error) {
+	var v *flashsale.Voucher
+	var orders []flashsale.Order
+	err := db.Tx(ctx, func(tx *Tx) error {
+		var err error
+		if v, err = tx.Voucher(ctx, id); err != nil {
+			return err
+		}
+		orders, err = tx.HeldOrders(ctx, id)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, orders, nil
+}
+
+// DeleteVoucherWithoutOrders deletes a voucher that has no orders: the undo
+// of a CreateVoucher whose voucher could not be made sellable. It returns
+// ENotFound when there is no such voucher without orders.
+func (db *DB) DeleteVoucherWithoutOrders(ctx context.Context, id int64) error {
+	op := fmt.Sprintf("delete voucher %d", id)
+	res, err := db.w.ExecContext(ctx, "DELETE FROM vouchers WHERE id = ? AND NOT EXISTS (SELECT 1 FROM orders WHERE voucher_id = ?)", id, id)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if ok, err := oneRow(res, op); err != nil {
+		return err
+	} else if !ok {
+		return flashsale.Errorf(flashsale.ENotFound, "voucher %d without orders not found", id)
+	}
+	return nil
 }

@@ -35,7 +35,7 @@ func (s *conditional) PlaceOrder(ctx context.Context, voucherID, userID int64) (
 // take is the transaction both safe strategies run: refuse a repeat buyer,
 // decrement conditionally, insert.
 func (s *base) take(ctx context.Context, tx *store.Tx, o *flashsale.Order) error {
-	if err := refuseRepeat(ctx, tx.Conn, o.VoucherID, o.UserID); err != nil {
+	if err := refuseRepeat(ctx, tx.Queries, o.VoucherID, o.UserID); err != nil {
 		return err
 	}
 	if err := s.raceWindow(ctx); err != nil {

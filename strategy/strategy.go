@@ -147,7 +147,7 @@ func (b *base) raceWindow(ctx context.Context) error {
 }
 
 // refuseRepeat returns EDuplicateOrder when the user already has an order.
-func refuseRepeat(ctx context.Context, c store.Conn, voucherID, userID int64) error {
+func refuseRepeat(ctx context.Context, c store.Queries, voucherID, userID int64) error {
 	has, err := c.HasOrder(ctx, voucherID, userID)
 	if err != nil {
 		return err

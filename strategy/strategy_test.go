@@ -56,7 +56,7 @@ func (f *fixture) strategy(t testing.TB, name string, raceWindow time.Duration) 
 func (f *fixture) voucher(t testing.TB, stock int) int64 {
 	t.Helper()
 	v := &flashsale.Voucher{Title: "t", Stock: stock, BeginTime: time.Now().Add(-time.Hour), EndTime: time.Now().Add(time.Hour)}
-	if err := strategy.Vouchers(f.db, f.ids).CreateVoucher(context.Background(), v); err != nil {
+	if err := strategy.NewVoucherService(f.db, f.ids).CreateVoucher(context.Background(), v); err != nil {
 		t.Fatal(err)
 	}
 	return v.ID
@@ -200,7 +200,7 @@ func TestSaleWindowAndUnknownVoucher(t *testing.T) {
 	ctx := context.Background()
 	mk := func(begin, end time.Time) int64 {
 		v := &flashsale.Voucher{Title: "w", Stock: 1, BeginTime: begin, EndTime: end}
-		if err := strategy.Vouchers(f.db, f.ids).CreateVoucher(ctx, v); err != nil {
+		if err := strategy.NewVoucherService(f.db, f.ids).CreateVoucher(ctx, v); err != nil {
 			t.Fatal(err)
 		}
 		return v.ID

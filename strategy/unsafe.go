@@ -101,7 +101,7 @@ func (s *optimistic) PlaceOrder(ctx context.Context, voucherID, userID int64) (*
 // when none is left, then wait the race window before the caller writes.
 func (b *base) readStock(ctx context.Context, voucherID, userID int64) (int, error) {
 	db := b.cfg.DB
-	if err := refuseRepeat(ctx, db.Conn, voucherID, userID); err != nil {
+	if err := refuseRepeat(ctx, db.Queries, voucherID, userID); err != nil {
 		return 0, err
 	}
 	n, err := db.Remaining(ctx, voucherID)

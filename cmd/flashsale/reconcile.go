@@ -42,19 +42,33 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 			}
 			defer b.Close()
 			r := async.NewReconciler(b.redis, b.db, async.ReconcilerConfig{Prefix: b.prefix, Logger: log})
-			var reports []*async.Report
-			if *voucher != 0 {
-				rep, err := r.Voucher(ctx, *voucher, *fix)
-				if err != nil {
-					return err
-				}
-				reports = []*async.Report{rep}
-			} else if reports, err = r.All(ctx, *fix); err != nil {
+			reports, err := reconcile(ctx, r, *voucher, *fix)
+			if err != nil {
 				return err
 			}
 			return printReports(stdout, reports)
 		}),
 	}
+}
+
+// reconcile checks, or with fix repairs, one voucher (when voucher is not
+// 0) or every voucher.
+func reconcile(ctx context.Context, r *async.Reconciler, voucher int64, fix bool) ([]*async.Report, error) {
+	if voucher == 0 {
+		if fix {
+			return r.RepairAll(ctx)
+		}
+		return r.CheckAll(ctx)
+	}
+	check := r.Check
+	if fix {
+		check = r.Repair
+	}
+	rep, err := check(ctx, voucher)
+	if err != nil {
+		return nil, err
+	}
+	return []*async.Report{rep}, nil
 }
 
 // printReports prints one line per voucher and one per difference, and

@@ -41,8 +41,42 @@ type serveConfig struct {
 	consumer    consumerFlags
 }
 
-// strategies lists what --strategy accepts: the synchronous ones and async.
-func strategies() []string { return append(slices.Clone(strategy.Names), "async") }
+// strategyEntry is one value of --strategy: how serve builds it.
+type strategyEntry struct {
+	name string
+	// validate checks the flags only this strategy reads; nil if none.
+	validate func(c *serveConfig) error
+	// build returns the strategy's services over b.
+	build func(cfg serveConfig, b *backends, log *slog.Logger) (*services, error)
+}
+
+// strategyTable lists what --strategy accepts: the synchronous strategies,
+// from the unsafe to the safe, then async.
+func strategyTable() []strategyEntry {
+	table := make([]strategyEntry, 0, len(strategy.Names)+1)
+	for _, name := range strategy.Names {
+		table = append(table, strategyEntry{name: name, build: newSyncServices})
+	}
+	return append(table, strategyEntry{name: "async", validate: validateAsync, build: newAsyncServices})
+}
+
+// lookupStrategy returns the entry of the strategy called name.
+func lookupStrategy(name string) (strategyEntry, bool) {
+	i := slices.IndexFunc(strategyTable(), func(e strategyEntry) bool { return e.name == name })
+	if i < 0 {
+		return strategyEntry{}, false
+	}
+	return strategyTable()[i], true
+}
+
+// strategies lists the names --strategy accepts.
+func strategies() []string {
+	var names []string
+	for _, e := range strategyTable() {
+		names = append(names, e.name)
+	}
+	return names
+}
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
@@ -61,7 +95,8 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 }
 
 func (c *serveConfig) validate() error {
-	if !slices.Contains(strategies(), c.strategy) {
+	entry, ok := lookupStrategy(c.strategy)
+	if !ok {
 		return fmt.Errorf("--strategy must be one of %s, got %q", strings.Join(strategies(), ", "), c.strategy)
 	}
 	if !(c.rateUser >= 0) || !(c.rateIP >= 0) { // NaN too
@@ -73,8 +108,8 @@ func (c *serveConfig) validate() error {
 	if c.lockWait <= 0 || c.shutdownFor <= 0 {
 		return errors.New("--lock-wait and --shutdown-timeout must be positive")
 	}
-	if c.strategy == "async" && c.consume {
-		return c.consumer.validate()
+	if entry.validate != nil {
+		return entry.validate(c)
 	}
 	return nil
 }
@@ -208,20 +243,41 @@ type services struct {
 
 // newServices builds the voucher and order services for the strategy.
 func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, error) {
-	if cfg.strategy == "async" {
-		svc, err := async.NewService(b.redis, b.db, async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		// The backlog shows how many accepted orders wait for MySQL, the
-		// more so while it is down.
-		ready := func(ctx context.Context) (map[string]any, error) {
-			_, err := b.ready(ctx)
-			n, berr := svc.Backlog(ctx)
-			return map[string]any{"backlog": n}, errors.Join(err, berr)
-		}
-		return &services{vouchers: svc, orders: svc, consumer: cfg.consumer.new(b, log), ready: ready, close: func() {}}, nil
+	entry, ok := lookupStrategy(cfg.strategy)
+	if !ok {
+		return nil, fmt.Errorf("strategy: unknown strategy %q", cfg.strategy)
 	}
+	return entry.build(cfg, b, log)
+}
+
+// validateAsync checks the consumer's flags when serve runs one.
+func validateAsync(c *serveConfig) error {
+	if c.consume {
+		return c.consumer.validate()
+	}
+	return nil
+}
+
+// newAsyncServices builds the async strategy: the Redis gate's service
+// and, to run if --consume, a stream consumer.
+func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, error) {
+	svc, err := async.NewService(b.redis, b.db, async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	// The backlog shows how many accepted orders wait for MySQL, the
+	// more so while it is down.
+	ready := func(ctx context.Context) (map[string]any, error) {
+		_, err := b.ready(ctx)
+		n, berr := svc.Backlog(ctx)
+		return map[string]any{"backlog": n}, errors.Join(err, berr)
+	}
+	return &services{vouchers: svc, orders: svc, consumer: cfg.consumer.new(b, log), ready: ready, close: func() {}}, nil
+}
+
+// newSyncServices builds one of the synchronous strategies, with a lock
+// client for the lock strategy.
+func newSyncServices(cfg serveConfig, b *backends, _ *slog.Logger) (*services, error) {
 	locks := lock.New(b.redis, lock.WithPrefix(b.prefix+"lock:"))
 	orders, err := strategy.New(cfg.strategy, strategy.Config{
 		DB:         b.db,
@@ -234,5 +290,5 @@ func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, err
 		locks.Close()
 		return nil, err
 	}
-	return &services{vouchers: strategy.Vouchers(b.db, b.ids), orders: orders, ready: b.ready, close: func() { locks.Close() }}, nil
+	return &services{vouchers: strategy.NewVoucherService(b.db, b.ids), orders: orders, ready: b.ready, close: func() { locks.Close() }}, nil
 }

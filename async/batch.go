@@ -51,7 +51,7 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 		o, err := parseOrder(w.voucher, e)
 		switch {
 		case err != nil:
-			err = w.deadLetter(ctx, it, e.FieldValues["o"], e.FieldValues["u"], err.Error())
+			err = w.deadLetter(ctx, it, e.FieldValues[fieldOrder], e.FieldValues[fieldUser], DeadMalformed, err.Error())
 		case it.deliveries > w.c.cfg.MaxDeliveries:
 			it.order = o
 			alone = append(alone, it)
@@ -90,7 +90,7 @@ func (w *worker) persistAlone(ctx context.Context, it item) error {
 	}
 	if tries > w.c.cfg.MaxDeliveries {
 		reason := fmt.Sprintf("delivered %d times; %d attempts to persist it on its own did not finish", it.deliveries, tries-1)
-		err = w.deadLetter(ctx, it, "", "", reason)
+		err = w.deadLetter(ctx, it, "", "", DeadPoison, reason)
 	} else {
 		var persisted []item
 		if persisted, err = w.persist(ctx, []item{it}); err == nil {
@@ -122,7 +122,7 @@ func (w *worker) persist(ctx context.Context, items []item) ([]item, error) {
 	res, err := w.persistRetry(ctx, items)
 	if errors.Is(err, store.ErrStockShort) {
 		if len(items) == 1 {
-			return nil, w.deadLetter(ctx, items[0], "", "", err.Error())
+			return nil, w.deadLetter(ctx, items[0], "", "", DeadStockShort, err.Error())
 		}
 		half := len(items) / 2
 		first, err := w.persist(ctx, items[:half])
@@ -144,7 +144,7 @@ func (w *worker) persist(ctx context.Context, items []item) ([]item, error) {
 	persisted := make([]item, 0, len(items))
 	for i, out := range res.Outcomes {
 		if out == store.Conflict {
-			if err := w.deadLetter(ctx, items[i], "", "", "conflict: the user has another order for this voucher"); err != nil {
+			if err := w.deadLetter(ctx, items[i], "", "", DeadConflict, "conflict: the user has another order for this voucher"); err != nil {
 				return nil, err
 			}
 			continue
@@ -225,9 +225,9 @@ func (w *worker) ack(ctx context.Context, ids []string, persisted []item) error 
 	return ackScript.Exec(ctx, w.c.client, keys, args).Error()
 }
 
-// deadLetter moves an entry to the dead-letter stream with the reason and
-// reports it. order and user default to the item's order.
-func (w *worker) deadLetter(ctx context.Context, it item, order, user, reason string) error {
+// deadLetter moves an entry to the dead-letter stream with its kind and
+// reason and reports it. order and user default to the item's order.
+func (w *worker) deadLetter(ctx context.Context, it item, order, user string, kind DeadKind, reason string) error {
 	if order == "" && it.order.ID != 0 {
 		order = strconv.FormatInt(it.order.ID, 10)
 	}
@@ -235,7 +235,7 @@ func (w *worker) deadLetter(ctx context.Context, it item, order, user, reason st
 		user = strconv.FormatInt(it.order.UserID, 10)
 	}
 	keys := []string{w.keys.orders, w.keys.dead, w.keys.failed}
-	args := []string{w.c.cfg.Group, it.entry, order, user, reason, strconv.FormatInt(it.deliveries, 10)}
+	args := []string{w.c.cfg.Group, it.entry, order, user, reason, strconv.FormatInt(it.deliveries, 10), string(kind)}
 	moved, err := deadScript.Exec(ctx, w.c.client, keys, args).AsInt64()
 	if err != nil {
 		return err
@@ -243,20 +243,20 @@ func (w *worker) deadLetter(ctx context.Context, it item, order, user, reason st
 	if moved == 1 {
 		w.c.deadLettered.Add(1)
 		w.log.Error("async: order dead-lettered: it will not be persisted; reconciliation gives its stock back unless MySQL had none for it",
-			"entry", it.entry, "order", order, "user", user, "reason", reason, "deliveries", it.deliveries)
+			"entry", it.entry, "order", order, "user", user, "kind", kind, "reason", reason, "deliveries", it.deliveries)
 	}
 	return nil
 }
 
 // parseOrder reads a stream entry as an order with status created.
 func parseOrder(voucherID int64, e rueidis.XRangeEntry) (flashsale.Order, error) {
-	id, err := strconv.ParseInt(e.FieldValues["o"], 10, 64)
+	id, err := strconv.ParseInt(e.FieldValues[fieldOrder], 10, 64)
 	if err != nil || id <= 0 {
-		return flashsale.Order{}, fmt.Errorf("%w: entry %s: order id %q", ErrMalformed, e.ID, e.FieldValues["o"])
+		return flashsale.Order{}, fmt.Errorf("%w: entry %s: order id %q", ErrMalformed, e.ID, e.FieldValues[fieldOrder])
 	}
-	user, err := strconv.ParseInt(e.FieldValues["u"], 10, 64)
+	user, err := strconv.ParseInt(e.FieldValues[fieldUser], 10, 64)
 	if err != nil || user <= 0 {
-		return flashsale.Order{}, fmt.Errorf("%w: entry %s: user id %q", ErrMalformed, e.ID, e.FieldValues["u"])
+		return flashsale.Order{}, fmt.Errorf("%w: entry %s: user id %q", ErrMalformed, e.ID, e.FieldValues[fieldUser])
 	}
 	return flashsale.Order{ID: id, VoucherID: voucherID, UserID: user, Status: flashsale.StatusCreated, CreatedAt: entryTime(e.ID)}, nil
 }

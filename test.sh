@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The test command: makes a fresh machine ready for the tests, then runs them.
+#
+# It starts Redis (127.0.0.1:6379, keeping nothing on disk) and MariaDB
+# (127.0.0.1:3306, root without a password) when they are not answering,
+# installs them with apt-get when they are missing, installs the tools some
+# tests drive (redis-cli for cluster set-up, Chromium for the browser tests,
+# promtool for the metrics rules), and then runs `go test` with the arguments
+# given (default: -race -count=1 -timeout 30m ./...). On a machine that is
+# already prepared, `go test ./...` by hand does the same testing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+
+apt_updated=""
+install_pkgs() {
+  if [ -z "$apt_updated" ]; then
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+}
+
+wait_for() { # name, check command...
+  local name=$1; shift
+  for _ in $(seq 1 60); do
+    if "$@" >/dev/null 2>&1; then echo "test.sh: $name is up"; return 0; fi
+    sleep 0.5
+  done
+  echo "test.sh: $name did not come up" >&2
+  return 1
+}
+
+# Tools the tests start or drive themselves.
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v redis-cli >/dev/null || missing+=(redis-tools)
+command -v mysqladmin >/dev/null || missing+=(mariadb-client)
+command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v promtool >/dev/null || missing+=(prometheus)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test.sh: installing ${missing[*]}"
+  install_pkgs "${missing[@]}"
+fi
+
+# Redis on 127.0.0.1:6379, keeping nothing on disk.
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  $SUDO redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
+fi
+wait_for redis redis-cli -h 127.0.0.1 -p 6379 ping
+
+# MariaDB on 127.0.0.1:3306, root without a password.
+if ! mysqladmin -h 127.0.0.1 -P 3306 -uroot ping >/dev/null 2>&1; then
+  $SUDO mkdir -p /run/mysqld && $SUDO chown mysql:mysql /run/mysqld 2>/dev/null || true
+  $SUDO start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+fi
+wait_for mariadb mysqladmin -h 127.0.0.1 -P 3306 -uroot ping
+
+if [ $# -eq 0 ]; then set -- -race -count=1 -timeout 30m ./...; fi
+exec go test "$@"
