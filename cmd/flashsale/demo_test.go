@@ -35,8 +35,8 @@ func TestDemo(t *testing.T) {
 	for _, r := range doc.Runs {
 		runs[r.Strategy] = r
 	}
-	if len(runs) != 6 {
-		t.Fatalf("%d strategies ran, want 6: %s", len(runs), raw)
+	if len(runs) != len(strategies()) {
+		t.Fatalf("%d strategies ran, want %d: %s", len(runs), len(strategies()), raw)
 	}
 	for _, name := range []string{"naive", "mutex"} {
 		if r := runs[name]; r.Oversold == 0 && r.StockDrift == 0 && r.DuplicateBuyers == 0 {
