@@ -38,6 +38,8 @@ func BenchmarkHotVoucher(b *testing.B) {
 		{"conditional", "accept", func(n int) int { return n }, func(n int) int { return n }},
 		{"lock", "sale", func(int) int { return 1000 }, func(n int) int { return max(n/5, 1) }},
 		{"lock", "accept", func(n int) int { return n }, func(n int) int { return n }},
+		{"batch", "sale", func(int) int { return 1000 }, func(n int) int { return max(n/5, 1) }},
+		{"batch", "accept", func(n int) int { return n }, func(n int) int { return n }},
 	}
 	for _, s := range shapes {
 		b.Run(s.strategy+"/"+s.shape, func(b *testing.B) {

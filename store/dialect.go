@@ -154,3 +154,13 @@ func (s scanTime) Scan(src any) error {
 	*s.t = t
 	return nil
 }
+
+// forUpdate returns what ends a SELECT that locks the rows it reads until
+// the transaction ends: FOR UPDATE on MySQL, nothing on SQLite, whose
+// transactions hold the database's write lock from BEGIN.
+func forUpdate(dialect string) string {
+	if dialect == MySQL {
+		return " FOR UPDATE"
+	}
+	return ""
+}

@@ -12,7 +12,7 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// Outcome is what PersistOrders did with one order.
+// Outcome is what PersistOrders or SellBatch did with one order.
 type Outcome uint8
 
 // Outcomes of PersistOrders.
@@ -22,8 +22,11 @@ const (
 	// AlreadyPresent: an order with the same id was stored before (or
 	// earlier in the same batch): a redelivery.
 	AlreadyPresent
-	// Conflict: another order id already holds the same voucher and user.
+	// Conflict: another order id already holds the same voucher and user
+	// (stored before or earlier in the same batch).
 	Conflict
+	// Short: the stock ran out before the order's turn (SellBatch only).
+	Short
 )
 
 // String returns the outcome's name.
@@ -35,6 +38,8 @@ func (o Outcome) String() string {
 		return "already present"
 	case Conflict:
 		return "conflict"
+	case Short:
+		return "short"
 	}
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
@@ -102,22 +107,34 @@ func (db *DB) PersistOrders(ctx context.Context, orders []flashsale.Order) (Pers
 	if len(orders) == 0 {
 		return PersistResult{}, nil
 	}
+	var res PersistResult
+	err := db.txRetrying(ctx, func(tx *Tx) error {
+		var err error
+		res, err = tx.persist(ctx, db.dialect, orders)
+		return err
+	})
+	if err != nil {
+		return PersistResult{}, err
+	}
+	return res, nil
+}
+
+// txRetrying runs fn in a transaction, as Tx does, and runs it again in a
+// new one when it raced another writer (errRaced) or lost a lock race
+// (EBusy), up to persistAttempts times in all. A race lost every time is
+// returned with code EBusy.
+func (db *DB) txRetrying(ctx context.Context, fn func(tx *Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		var res PersistResult
-		err := db.Tx(ctx, func(tx *Tx) error {
-			var err error
-			res, err = tx.persist(ctx, db.dialect, orders)
-			return err
-		})
+		err := db.Tx(ctx, fn)
 		if err == nil {
-			return res, nil
+			return nil
 		}
 		retry := errors.Is(err, errRaced) || flashsale.ErrorCode(err) == flashsale.EBusy
 		if !retry || attempt == persistAttempts || ctx.Err() != nil {
 			if errors.Is(err, errRaced) {
 				err = fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EBusy, "orders are being stored by another writer, try again"), err)
 			}
-			return PersistResult{}, err
+			return err
 		}
 	}
 }
@@ -224,10 +241,11 @@ func storedOrdersQuery(orders []flashsale.Order) (string, []any) {
 	return b.String(), args
 }
 
-// insertNewOrders inserts the orders with status created, skipping any
-// whose id or voucher and user are taken. Every row must go in: a skipped one
-// means another transaction stored it since storedOrders looked, and the
-// batch's stock count would be wrong, so it returns errRaced.
+// insertNewOrders inserts the orders with status created (and their
+// CreatedAt and UpdatedAt where set, else now), skipping any whose id or
+// voucher and user are taken. Every row must go in: a skipped one means
+// another transaction stored it since storedOrders looked, and the batch's
+// stock count would be wrong, so it returns errRaced.
 func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flashsale.Order) error {
 	t := dbTime(now())
 	for chunk := range slices.Chunk(orders, persistChunk) {
@@ -239,11 +257,14 @@ func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flas
 				b.WriteString(", ")
 			}
 			b.WriteString("(?, ?, ?, ?, ?, ?)")
-			created := t
+			created, updated := t, t
 			if !o.CreatedAt.IsZero() {
 				created = dbTime(o.CreatedAt)
 			}
-			args = append(args, o.ID, o.VoucherID, o.UserID, string(flashsale.StatusCreated), created, t)
+			if !o.UpdatedAt.IsZero() {
+				updated = dbTime(o.UpdatedAt)
+			}
+			args = append(args, o.ID, o.VoucherID, o.UserID, string(flashsale.StatusCreated), created, updated)
 		}
 		res, err := tx.w.ExecContext(ctx, b.String(), args...)
 		if err != nil {

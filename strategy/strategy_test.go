@@ -17,15 +17,22 @@ import (
 )
 
 type fixture struct {
-	db    *store.DB
-	ids   *idgen.Generator
-	locks *lock.Client
+	db     *store.DB
+	prefix string // the Redis prefix of the ID generator and locks
+	ids    *idgen.Generator
+	locks  *lock.Client
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	return newFixtureOn(t, testenv.MySQLURL(t))
+}
+
+// newFixtureOn is newFixture on the database at url.
+func newFixtureOn(t testing.TB, url string) *fixture {
 	t.Helper()
 	rc, prefix := testenv.Redis(t)
-	db, err := store.Open(context.Background(), testenv.MySQLURL(t))
+	db, err := store.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,10 +41,10 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(ids.Close)
 	locks := lock.New(rc, lock.WithPrefix(prefix+"lock:"))
 	t.Cleanup(func() { locks.Close() })
-	return &fixture{db: db, ids: ids, locks: locks}
+	return &fixture{db: db, prefix: prefix, ids: ids, locks: locks}
 }
 
-func (f *fixture) strategy(t *testing.T, name string, raceWindow time.Duration) flashsale.OrderService {
+func (f *fixture) strategy(t testing.TB, name string, raceWindow time.Duration) flashsale.OrderService {
 	t.Helper()
 	s, err := strategy.New(name, strategy.Config{DB: f.db, IDs: f.ids, Locks: f.locks, RaceWindow: raceWindow})
 	if err != nil {
@@ -46,7 +53,7 @@ func (f *fixture) strategy(t *testing.T, name string, raceWindow time.Duration) 
 	return s
 }
 
-func (f *fixture) voucher(t *testing.T, stock int) int64 {
+func (f *fixture) voucher(t testing.TB, stock int) int64 {
 	t.Helper()
 	v := &flashsale.Voucher{Title: "t", Stock: stock, BeginTime: time.Now().Add(-time.Hour), EndTime: time.Now().Add(time.Hour)}
 	if err := strategy.NewVoucherService(f.db, f.ids).CreateVoucher(context.Background(), v); err != nil {
@@ -120,7 +127,7 @@ func TestUnsafeStrategiesShowTheSeedsFailures(t *testing.T) {
 			t.Fatalf("optimistic: audit %+v answers %v; want orders+remaining = %d with stock left and buyers refused", a, codes, stock)
 		}
 	})
-	for _, name := range []string{"conditional", "lock"} {
+	for _, name := range []string{"conditional", "lock", "batch"} {
 		t.Run(name+" sells exactly the stock", func(t *testing.T) {
 			vid := f.voucher(t, stock)
 			codes := sale(t, f.strategy(t, name, 2*time.Millisecond), vid, buyers)
@@ -153,6 +160,7 @@ func TestOneOrderPerBuyer(t *testing.T) {
 		{"optimistic", []string{flashsale.EDuplicateOrder, flashsale.ESoldOut}},
 		{"conditional", []string{flashsale.EDuplicateOrder}},
 		{"lock", []string{flashsale.EDuplicateOrder, flashsale.EBusy}},
+		{"batch", []string{flashsale.EDuplicateOrder}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

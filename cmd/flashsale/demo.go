@@ -35,7 +35,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Name:       "demo",
 		ShortUsage: "flashsale demo [flags]",
 		ShortHelp:  "a small sale per strategy on embedded backends, audited",
-		LongHelp: "Runs a small flash sale for each of the six strategies on 3 in-process instances with a 2ms race " +
+		LongHelp: "Runs a small flash sale for each of the seven strategies on 3 in-process instances with a 2ms race " +
 			"window, on an embedded Redis (miniredis) and SQLite: no servers needed, and no environment variables " +
 			"read. For MySQL and Redis use flashsale bench --redis URL --db URL.",
 		FlagSet: fs,

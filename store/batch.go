@@ -1,0 +1,115 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// SellBatch sells units of one voucher to a batch of buyers in one
+// transaction, first come first served: orders[i] came before orders[i+1].
+// It stores with status created the orders of buyers who have no order for
+// the voucher yet (counting earlier orders of the batch), as long as stock
+// is left, takes that many units from the remaining stock in one
+// conditional decrement, and returns what it did with each order: Inserted
+// (sold), Conflict (the buyer has an order already, or earlier in the
+// batch) or Short (sold out before the buyer's turn). The orders it stores
+// get CreatedAt and UpdatedAt set to now.
+//
+// Every order must be for voucherID and have a positive id. It returns
+// ENotFound when the voucher does not exist. When it returns an error
+// nothing is stored: a batch that raced another writer of the voucher's
+// orders, or lost a lock race, is retried a few times and then returns
+// EBusy; an unreachable database gives EUnavailable.
+func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale.Order) ([]Outcome, error) {
+	for _, o := range orders {
+		if o.ID <= 0 || o.VoucherID != voucherID {
+			return nil, flashsale.Errorf(flashsale.EInvalid, "order %d for voucher %d is not a new order for voucher %d", o.ID, o.VoucherID, voucherID)
+		}
+	}
+	if len(orders) == 0 {
+		return nil, nil
+	}
+	var sales []Outcome
+	t := now()
+	err := db.txRetrying(ctx, func(tx *Tx) error {
+		var err error
+		sales, err = tx.sellBatch(ctx, db.dialect, voucherID, orders, t)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range orders {
+		if sales[i] == Inserted {
+			orders[i].Status, orders[i].CreatedAt, orders[i].UpdatedAt = flashsale.StatusCreated, t, t
+		}
+	}
+	return sales, nil
+}
+
+// sellBatch runs one attempt of SellBatch inside tx, stamping the orders
+// it stores with t.
+//
+// The voucher's row is locked first, so the batches of one voucher, from
+// every process, run one after another: the remaining stock read under the
+// lock stays true until commit, and the lookup of the buyers' orders, whose
+// snapshot starts after the lock is granted, sees every batch committed
+// before. A writer that inserts orders without that lock (the async
+// consumer) is caught by the insert: a row it ignores fails the attempt
+// with errRaced.
+func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, orders []flashsale.Order, t time.Time) ([]Outcome, error) {
+	left, err := tx.lockRemaining(ctx, dialect, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	_, held, err := tx.storedOrders(ctx, orders)
+	if err != nil {
+		return nil, err
+	}
+	sales := make([]Outcome, len(orders))
+	var sold []flashsale.Order
+	for i, o := range orders {
+		p := pair{voucherID, o.UserID}
+		switch {
+		case held[p]:
+			sales[i] = Conflict
+		case len(sold) == left:
+			sales[i] = Short
+		default:
+			sales[i] = Inserted
+			held[p] = true
+			o.CreatedAt, o.UpdatedAt = t, t
+			sold = append(sold, o)
+		}
+	}
+	if len(sold) == 0 {
+		return sales, nil
+	}
+	// The same lock order as PersistOrders: order rows by id.
+	slices.SortFunc(sold, func(a, b flashsale.Order) int { return cmp.Compare(a.ID, b.ID) })
+	if err := tx.insertNewOrders(ctx, dialect, sold); err != nil {
+		return nil, err
+	}
+	return sales, tx.takeStock(ctx, voucherID, len(sold))
+}
+
+// lockRemaining reads the voucher's remaining stock and locks its row until
+// the transaction ends. It returns ENotFound when there is no such voucher.
+func (tx *Tx) lockRemaining(ctx context.Context, dialect string, voucherID int64) (int, error) {
+	var n int
+	err := tx.w.QueryRowContext(ctx, "SELECT remaining FROM vouchers WHERE id = ?"+forUpdate(dialect), voucherID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, voucherNotFound(voucherID)
+	}
+	if err != nil {
+		return 0, wrap(fmt.Sprintf("lock remaining of voucher %d", voucherID), err)
+	}
+	return n, nil
+}
