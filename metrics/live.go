@@ -16,7 +16,7 @@ const (
 	maxLiveVouchers = 256
 	// latencyWindow is how many seconds the order route's percentiles
 	// cover.
-	latencyWindow = 10
+	latencyWindow = 60
 )
 
 // Live keeps this instance's recent order outcomes per voucher, one slot
