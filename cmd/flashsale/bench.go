@@ -40,6 +40,7 @@ type benchConfig struct {
 	drain       time.Duration
 	startup     time.Duration
 	jsonPath    string
+	htmlPath    string // report.go
 	serverBin   string
 	raceWindow  time.Duration
 	rateUser    float64
@@ -65,6 +66,7 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.drain, "drain-timeout", time.Minute, "async: how long to wait for the consumers to persist every accepted order before auditing")
 	fs.DurationVar(&c.startup, "startup-timeout", 30*time.Second, "how long an instance may take to serve and be ready")
 	fs.StringVar(&c.jsonPath, "json", "", "also write the runs as JSON to this file")
+	registerHTML(fs, c)
 	fs.StringVar(&c.serverBin, "server-bin", "", "the flashsale binary to start child instances with (default: this one)")
 	fs.DurationVar(&c.raceWindow, "race-window", 0, "passed to the instances: sleep between reading and writing stock")
 	fs.Float64Var(&c.rateUser, "rate-limit-user", 0, "passed to the instances: order requests per second per user (0: no limit)")
@@ -196,6 +198,7 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 			fmt.Fprintf(stdout, "wrote %s\n", cfg.jsonPath)
 		}
 	}
+	err = errors.Join(err, writeHTML(cfg, rows, stdout))
 	if err != nil {
 		fmt.Fprintf(stderr, "flashsale bench: logs kept in %s\n", logDir)
 		return rows, err
@@ -267,15 +270,7 @@ func describeLoad(cfg benchConfig) string {
 }
 
 func writeJSONFile(path string, rows []lab.Row) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := lab.WriteJSON(f, rows); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeRows(path, rows, lab.WriteJSON)
 }
 
 // randomHex returns n random bytes in hex.

@@ -29,6 +29,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.DurationVar(&cfg.raceWindow, "race-window", 2*time.Millisecond, "sleep between reading and writing stock, to make races visible")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "shuffles the order of the clicks")
 	fs.StringVar(&cfg.jsonPath, "json", "", "also write the runs as JSON to this file")
+	registerHTML(fs, &cfg)
 	fs.StringVar(&redis, "redis", "", "not accepted: the demo runs on embedded backends only (use bench for real servers)")
 	fs.StringVar(&db, "db", "", "not accepted: the demo runs on embedded backends only (use bench for real servers)")
 	return &ffcli.Command{
