@@ -68,9 +68,9 @@ type tick struct {
 var palette = []string{"#dc2626", "#ea580c", "#ca8a04", "#2563eb", "#7c3aed", "#059669", "#db2777", "#0891b2"}
 
 const (
-	chartW, chartH               = 860, 300
-	padL, padR, padT, padB       = 60, 20, 14, 34
-	plotW, plotH         float64 = chartW - padL - padR, chartH - padT - padB
+	chartW, chartH                 = 860, 300
+	padL, padR, padT, padB         = 60, 20, 14, 34
+	plotW, plotH           float64 = chartW - padL - padR, chartH - padT - padB
 )
 
 func newChart() chart {
