@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,20 +177,43 @@ func promtool(t *testing.T, input string, args ...string) {
 	}
 }
 
-// TestAlertRules checks deploy/alerts.yml with promtool.
+// TestAlertRules checks deploy/alerts.yml with promtool, and runs its
+// unit tests (deploy/alerts_test.yml: the oversold, stalled consumer and
+// 5xx alerts fire on made-up series).
 func TestAlertRules(t *testing.T) {
 	promtool(t, "", "check", "rules", filepath.Join("..", "..", "deploy", "alerts.yml"))
+	promtool(t, "", "test", "rules", filepath.Join("..", "..", "deploy", "alerts_test.yml"))
 }
 
 // TestMetricsOnMainListener: without --metrics-addr, /metrics is served
-// on the main listener and pprof is not.
+// on the main listener and pprof is not; and an oversell (naive, with a
+// race window) shows in flashsale_voucher_oversold.
 func TestMetricsOnMainListener(t *testing.T) {
-	url, _ := startServe(t)
-	if s := get(t, url+"/metrics"); !strings.Contains(s, "flashsale_build_info") {
-		t.Errorf("/metrics on the main listener:\n%s", s)
-	}
+	url, _ := startServe(t, "--strategy", "naive", "--race-window", "50ms")
 	if code := call(t, "GET", url+"/debug/pprof/", "", "", nil); code != http.StatusNotFound {
 		t.Errorf("pprof on the main listener: %d, want 404", code)
+	}
+	var v struct{ ID string }
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(2), &v); code != http.StatusCreated {
+		t.Fatalf("create voucher: %d", code)
+	}
+	var wg sync.WaitGroup
+	for u := int64(1); u <= 20; u++ {
+		tok := userToken(t, u)
+		wg.Go(func() { call(t, "POST", url+"/api/vouchers/"+v.ID+"/orders", tok, "", nil) })
+	}
+	wg.Wait()
+	oversold := regexp.MustCompile(`flashsale_voucher_oversold\{voucher="` + v.ID + `"\} ([1-9]\d*)`)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		s := get(t, url+"/metrics")
+		if oversold.MatchString(s) && strings.Contains(s, "flashsale_build_info") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no oversold voucher %s in /metrics:\n%s", v.ID, s)
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
 }
 
