@@ -43,6 +43,9 @@ type Row struct {
 	P99Ms      float64 `json:"p99_ms"`
 	MaxMs      float64 `json:"max_ms"`
 	CeilingRPS float64 `json:"ceiling_rps"`
+	// Throughput and the latency distribution, for the HTML report
+	// (series.go).
+	Series
 }
 
 func (r *Row) setLoad(res *Result) {
@@ -51,6 +54,7 @@ func (r *Row) setLoad(res *Result) {
 	r.RPS = round(res.RPS(), 1)
 	r.P50Ms, r.P90Ms, r.P99Ms = round(res.LatencyMs(50), 3), round(res.LatencyMs(90), 3), round(res.LatencyMs(99), 3)
 	r.MaxMs = round(res.MaxLatencyMs(), 3)
+	r.Series = seriesOf(res)
 }
 
 func (r *Row) setFindings(f Findings) {

@@ -34,6 +34,9 @@ type Result struct {
 	// request that timed out (as the time it was given), in µs.
 	Latency *hdrhistogram.Histogram
 	Elapsed time.Duration
+	// PerSecond counts the answered requests in each second of the run
+	// (series.go).
+	PerSecond []int
 }
 
 // RPS returns the answered requests per second over the whole run.
@@ -77,6 +80,7 @@ type recorder struct {
 	mu         sync.Mutex
 	res        Result
 	turnedAway map[int64]bool
+	start      time.Time // when the run began, for PerSecond
 }
 
 func newRecorder() *recorder {
@@ -87,6 +91,7 @@ func newRecorder() *recorder {
 			Latency:  hdrhistogram.New(1, latencyMax.Microseconds(), 3),
 		},
 		turnedAway: map[int64]bool{},
+		start:      time.Now(),
 	}
 }
 
@@ -107,6 +112,7 @@ func (r *recorder) add(a answer) {
 		return
 	}
 	_ = r.res.Latency.RecordValue(min(a.latency, latencyMax).Microseconds()) // in range by construction
+	r.countSecond()
 	if a.code != "" {
 		r.res.Rejected[a.code]++
 		r.turnedAway[a.user] = true

@@ -41,6 +41,7 @@ type benchConfig struct {
 	startup     time.Duration
 	jsonPath    string
 	wide        bool
+	htmlPath    string // report.go
 	serverBin   string
 	raceWindow  time.Duration
 	rateUser    float64
@@ -78,6 +79,7 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 func (c *benchConfig) registerOutput(fs *flag.FlagSet) {
 	fs.StringVar(&c.jsonPath, "json", "", "also write the runs as JSON to this file")
 	fs.BoolVar(&c.wide, "wide", false, "print every column of the table (about 230 characters wide), not the ones that fit 100")
+	registerHTML(fs, c)
 }
 
 // strategyList returns the --strategy names.
@@ -207,6 +209,7 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 			fmt.Fprintf(stdout, "wrote %s\n", cfg.jsonPath)
 		}
 	}
+	err = errors.Join(err, writeHTML(cfg, rows, stdout))
 	if err != nil {
 		log.Error("bench failed", "err", err)
 		fmt.Fprintf(stderr, "flashsale bench: logs kept in %s: %s\n", logDir, strings.Join(logNames(logDir), ", "))
@@ -297,15 +300,7 @@ func describeLoad(cfg benchConfig) string {
 }
 
 func writeJSONFile(path string, rows []lab.Row) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := lab.WriteJSON(f, rows); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeRows(path, rows, lab.WriteJSON)
 }
 
 // randomHex returns n random bytes in hex.

@@ -20,6 +20,8 @@ type consumerFlags struct {
 	batch     int
 	claimIdle time.Duration
 	maxDeliv  int64
+	// measure wraps what the consumer persists through (observe.go).
+	measure func(async.Persister) async.Persister
 }
 
 func (f *consumerFlags) register(fs *flag.FlagSet) {
@@ -54,7 +56,7 @@ func needServers(cmd string, b backendFlags) error {
 }
 
 func (f *consumerFlags) new(b *backends, log *slog.Logger) *async.Consumer {
-	return async.NewConsumer(b.redis, b.db, async.ConsumerConfig{
+	return async.NewConsumer(b.redis, f.persister(b), async.ConsumerConfig{
 		Prefix:        b.prefix,
 		Name:          f.name,
 		BatchSize:     f.batch,

@@ -39,6 +39,7 @@ type serveConfig struct {
 	shutdownFor time.Duration
 	consume     bool
 	consumer    consumerFlags
+	metricsAddr string // observe.go: /metrics and pprof on their own listener
 }
 
 // strategyEntry is one value of --strategy: how serve builds it.
@@ -90,6 +91,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.trustProxy, "trust-proxy", false, "take the client IP from the last X-Forwarded-For entry (behind a reverse proxy)")
 	fs.DurationVar(&c.shutdownFor, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on shutdown")
 	fs.BoolVar(&c.consume, "consume", true, "with --strategy async, run the stream consumer in this process")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics and /debug/pprof on this address (default: /metrics on --addr, no pprof)")
 	c.backends.register(fs)
 	c.consumer.register(fs)
 }
@@ -172,6 +174,7 @@ type instance struct {
 	URL    string // http://host:port
 	srv    *http.Server
 	svc    *services
+	obs    *observer
 	failed chan error // the server stopped by itself
 	// answers counts what the server answered.
 	answers answerCounter
@@ -189,16 +192,24 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 	if err != nil {
 		return nil, fmt.Errorf("%w (set --jwt-secret, --jwt-secret-file or FLASHSALE_JWT_SECRET)", err)
 	}
-	svc, err := newServices(cfg, b, log)
+	obs, err := newObserver(cfg, b, log) // observe.go
 	if err != nil {
 		return nil, err
 	}
+	cfg.consumer.measure = obs.m.Persister
+	svc, err := newServices(cfg, b, log)
+	if err != nil {
+		obs.close()
+		return nil, err
+	}
+	obs.watch(svc)
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
+		obs.close()
 		svc.close()
 		return nil, err
 	}
-	inst := &instance{URL: "http://" + ln.Addr().String(), svc: svc, failed: make(chan error, 1), stopConsumer: func() {}}
+	inst := &instance{URL: "http://" + ln.Addr().String(), svc: svc, obs: obs, failed: make(chan error, 1), stopConsumer: func() {}}
 	if svc.consumer != nil && cfg.consume {
 		cctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -217,7 +228,7 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		Logger:     log,
 	}
 	inst.srv = &http.Server{
-		Handler:           inst.answers.wrap(api.Handler()),
+		Handler:           inst.obs.handler(inst.answers.wrap(api.Handler()), authn),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -238,6 +249,7 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 func (inst *instance) Stop(ctx context.Context) error {
 	err := inst.srv.Shutdown(ctx)
 	inst.stopConsumer()
+	inst.obs.close()
 	inst.svc.close()
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/dashboard"
+	"github.com/flashsale/flashsale/metrics"
+)
+
+// observer is what serve adds to watch a sale: the Prometheus metrics, the
+// sampler of the vouchers' figures, the dashboard, and the --metrics-addr
+// listener (/metrics and /debug/pprof) when one is asked for.
+type observer struct {
+	m       *metrics.Metrics
+	sampler *metrics.Sampler
+	stop    context.CancelFunc
+	done    chan struct{}
+	srv     *http.Server // --metrics-addr, or nil
+	addr    string       // where srv listens
+}
+
+// newObserver starts the sampler and, with cfg.metricsAddr, the metrics
+// listener.
+func newObserver(cfg serveConfig, b *backends, log *slog.Logger) (*observer, error) {
+	m := metrics.New(cfg.strategy)
+	m.WatchIDs(b.ids)
+	sampler := metrics.NewSampler(metrics.SamplerConfig{DB: b.db, Redis: b.redis, Prefix: b.prefix, Live: m.Live(), Logger: log})
+	m.Watch(sampler)
+	o := &observer{m: m, sampler: sampler, done: make(chan struct{})}
+	if cfg.metricsAddr != "" {
+		ln, err := net.Listen("tcp", cfg.metricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		o.srv, o.addr = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln.Addr().String()
+		go func() {
+			if err := o.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics listener stopped", "err", err)
+			}
+		}()
+		log.Info("serving metrics and pprof", "addr", o.addr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	o.stop = cancel
+	go func() { defer close(o.done); sampler.Run(ctx) }()
+	return o, nil
+}
+
+// watch counts the services' orders and the consumer's work.
+func (o *observer) watch(svc *services) {
+	svc.orders = o.m.Orders(svc.orders)
+	if svc.consumer != nil {
+		o.m.WatchConsumer(svc.consumer)
+	}
+}
+
+// handler mounts api with the dashboard and, without --metrics-addr,
+// /metrics, all counted by the metrics middleware.
+func (o *observer) handler(api http.Handler, authn *auth.Authenticator) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	d := &dashboard.Dashboard{Sampler: o.sampler, Live: o.m.Live(), IsAdmin: func(r *http.Request) bool {
+		tok, err := auth.BearerToken(r.Header.Get("Authorization"))
+		return err == nil && authn.IsAdmin(tok)
+	}}
+	d.Register(mux)
+	if o.srv == nil {
+		mux.Handle("GET /metrics", o.m.Handler())
+	}
+	return o.m.Middleware(mux)
+}
+
+// close stops the sampler and the metrics listener.
+func (o *observer) close() {
+	o.stop()
+	<-o.done
+	if o.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = o.srv.Shutdown(ctx)
+	}
+}
+
+// persister returns what the consumer persists through: the database,
+// measured when serve watches it.
+func (f *consumerFlags) persister(b *backends) async.Persister {
+	if f.measure != nil {
+		return f.measure(b.db)
+	}
+	return b.db
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+// xssTitle is a voucher title that would run script if the page parsed it
+// as HTML.
+const xssTitle = `<img src=x onerror=alert(1)>`
+
+// TestSaleObserved runs a small async sale on real Redis and MariaDB and
+// checks what watches it: the Prometheus scrape on --metrics-addr (valid
+// by promtool, with the orders' outcomes, the invariants and every metric
+// the alert rules and the Grafana dashboard use), pprof there and no
+// /metrics on the main listener, the stats endpoint's public and admin
+// views, and the dashboard rendered in headless Chromium.
+func TestSaleObserved(t *testing.T) {
+	_, prefix := testenv.Redis(t)
+	metricsAddr := freeAddr(t)
+	url, _ := startServe(t, "--strategy", "async", "--redis", "redis://"+testenv.RedisAddr()+"/0", "--redis-prefix", prefix,
+		"--db", testenv.MySQLURL(t), "--metrics-addr", metricsAddr)
+	var v struct{ ID string }
+	body := fmt.Sprintf(`{"title":%q,"stock":20,"begin_time":%q,"end_time":%q}`, xssTitle,
+		time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, body, &v); code != http.StatusCreated {
+		t.Fatalf("create voucher: %d", code)
+	}
+	orders := url + "/api/vouchers/" + v.ID + "/orders"
+	for u := int64(1); u <= 8; u++ {
+		if code := call(t, "POST", orders, userToken(t, u), "", nil); code != http.StatusOK {
+			t.Fatalf("order of user %d: %d", u, code)
+		}
+	}
+	if code := call(t, "POST", orders, userToken(t, 1), "", nil); code != http.StatusConflict {
+		t.Fatalf("second order of user 1: %d, want 409", code)
+	}
+	if code := call(t, "POST", orders, "", "", nil); code != http.StatusUnauthorized {
+		t.Fatalf("order without a token: %d, want 401", code)
+	}
+	stats := waitStats(t, url+"/api/vouchers/"+v.ID+"/stats", 12)
+
+	t.Run("metrics", func(t *testing.T) { checkScrape(t, url, metricsAddr, v.ID) })
+	t.Run("stats", func(t *testing.T) {
+		if _, ok := stats["backlog"]; ok {
+			t.Errorf("the public stats show the backlog: %v", stats)
+		}
+		var admin struct{ Voucher map[string]any }
+		call(t, "GET", url+"/api/vouchers/"+v.ID+"/stats", serveAdmin, "", &admin)
+		if admin.Voucher["backlog"] != 0.0 || admin.Voucher["oversold"] != 0.0 || admin.Voucher["dead_letters"] != 0.0 {
+			t.Errorf("admin stats: %v, want backlog, oversold and dead letters 0", admin.Voucher)
+		}
+		var e struct{ Error struct{ Code string } }
+		if code := call(t, "GET", url+"/api/vouchers/12345/stats", "", "", &e); code != http.StatusNotFound || e.Error.Code != "not_found" {
+			t.Errorf("stats of an unknown voucher: %d %+v", code, e)
+		}
+	})
+	t.Run("dashboard", func(t *testing.T) { checkDashboard(t, url, v.ID) })
+}
+
+// waitStats polls the public stats until MySQL's remaining stock is want
+// and Redis agrees, and returns the voucher's figures.
+func waitStats(t *testing.T, url string, want float64) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var s struct{ Voucher map[string]any }
+		code := call(t, "GET", url, "", "", &s)
+		if code == http.StatusOK && s.Voucher["remaining_mysql"] == want && s.Voucher["remaining_redis"] == want {
+			return s.Voucher
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats never showed %v left in MySQL and Redis: %d %v", want, code, s.Voucher)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// checkScrape scrapes the metrics listener and checks the scrape.
+func checkScrape(t *testing.T, url, metricsAddr, voucher string) {
+	if code := call(t, "GET", url+"/metrics", "", "", nil); code != http.StatusNotFound {
+		t.Errorf("/metrics on the main listener with --metrics-addr: %d, want 404", code)
+	}
+	if res, err := http.Get("http://" + metricsAddr + "/debug/pprof/"); err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("pprof on --metrics-addr: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	scrape := get(t, "http://"+metricsAddr+"/metrics")
+	promtool(t, scrape, "check", "metrics")
+	for _, want := range []string{
+		`flashsale_orders_total{outcome="accepted",strategy="async"} 8`,
+		`flashsale_orders_total{outcome="duplicate_order",strategy="async"} 1`,
+		`flashsale_orders_total{outcome="invalid",strategy="async"} 1`,
+		`flashsale_orders_total{outcome="sold_out",strategy="async"} 0`,
+		`flashsale_http_requests_total{code="200",route="POST /api/vouchers/{id}/orders"} 8`,
+		`flashsale_http_requests_total{code="401",route="POST /api/vouchers/{id}/orders"} 1`,
+		`flashsale_voucher_oversold{voucher="` + voucher + `"} 0`,
+		`flashsale_voucher_remaining{store="mysql",voucher="` + voucher + `"} 12`,
+		`flashsale_voucher_remaining{store="redis",voucher="` + voucher + `"} 12`,
+		`flashsale_voucher_stock_drift{check="redis",voucher="` + voucher + `"} 0`,
+		`flashsale_async_orders_persisted_total 8`,
+		`flashsale_order_gate_duration_seconds_count{strategy="async"} 9`,
+		`flashsale_build_info{`,
+	} {
+		if !strings.Contains(scrape, want+"\n") && !strings.Contains(scrape, want) {
+			t.Errorf("the scrape has no %s", want)
+		}
+	}
+	// Every metric the alert rules and the Grafana dashboard use exists.
+	names := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^(flashsale_\w+)`).FindAllStringSubmatch(scrape, -1) {
+		names[m[1]] = true
+	}
+	for _, f := range []string{"alerts.yml", "grafana-dashboard.json"} {
+		text, err := os.ReadFile(filepath.Join("..", "..", "deploy", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range regexp.MustCompile(`flashsale_\w+`).FindAllString(string(text), -1) {
+			if !names[n] {
+				t.Errorf("deploy/%s uses %s, which the service does not export", f, n)
+			}
+		}
+	}
+}
+
+// checkDashboard renders the dashboard in headless Chromium.
+func checkDashboard(t *testing.T, url, voucher string) {
+	page := url + "/dashboard?voucher=" + voucher
+	dom := string(chromium(t, page, "--dump-dom"))
+	if !strings.Contains(dom, `id="left-mysql">12<`) {
+		t.Errorf("the dashboard does not show 12 left in MySQL:\n%s", dom)
+	}
+	if !strings.Contains(dom, "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Errorf("the dashboard does not show the title as text:\n%s", dom)
+	}
+	if regexp.MustCompile(`(?i)<img[^>]*onerror`).MatchString(dom) {
+		t.Errorf("the title became an img element:\n%s", dom)
+	}
+	shot := filepath.Join(t.TempDir(), "dashboard.png")
+	chromium(t, page, "--screenshot="+shot, "--window-size=1280,900", "--hide-scrollbars")
+	if fi, err := os.Stat(shot); err != nil || fi.Size() == 0 {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	t.Logf("dashboard screenshot: %s", shot)
+	if dir := os.Getenv("FLASHSALE_KEEP_SCREENSHOTS"); dir != "" {
+		b, _ := os.ReadFile(shot)
+		_ = os.WriteFile(filepath.Join(dir, "dashboard.png"), b, 0o644)
+	}
+}
+
+// promtool runs promtool with args on input and fails the test if it
+// finds a problem or is missing.
+func promtool(t *testing.T, input string, args ...string) {
+	t.Helper()
+	bin, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatalf("promtool is needed for this test (apt-get install -y prometheus): %v", err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = strings.NewReader(input)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestAlertRules checks deploy/alerts.yml with promtool, and runs its
+// unit tests (deploy/alerts_test.yml: the oversold, stalled consumer and
+// 5xx alerts fire on made-up series).
+func TestAlertRules(t *testing.T) {
+	promtool(t, "", "check", "rules", filepath.Join("..", "..", "deploy", "alerts.yml"))
+	promtool(t, "", "test", "rules", filepath.Join("..", "..", "deploy", "alerts_test.yml"))
+}
+
+// TestMetricsOnMainListener: without --metrics-addr, /metrics is served
+// on the main listener and pprof is not; and an oversell (naive, with a
+// race window) shows in flashsale_voucher_oversold.
+func TestMetricsOnMainListener(t *testing.T) {
+	url, _ := startServe(t, "--strategy", "naive", "--race-window", "50ms")
+	if code := call(t, "GET", url+"/debug/pprof/", "", "", nil); code != http.StatusNotFound {
+		t.Errorf("pprof on the main listener: %d, want 404", code)
+	}
+	var v struct{ ID string }
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(2), &v); code != http.StatusCreated {
+		t.Fatalf("create voucher: %d", code)
+	}
+	var wg sync.WaitGroup
+	for u := int64(1); u <= 20; u++ {
+		tok := userToken(t, u)
+		wg.Go(func() { call(t, "POST", url+"/api/vouchers/"+v.ID+"/orders", tok, "", nil) })
+	}
+	wg.Wait()
+	oversold := regexp.MustCompile(`flashsale_voucher_oversold\{voucher="` + v.ID + `"\} ([1-9]\d*)`)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		s := get(t, url+"/metrics")
+		if oversold.MatchString(s) && strings.Contains(s, "flashsale_build_info") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no oversold voucher %s in /metrics:\n%s", v.ID, s)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, res.StatusCode, err)
+	}
+	return string(b)
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -1,0 +1,163 @@
+// Package dashboard serves the live sale page, GET /dashboard: static
+// HTML, JavaScript and CSS embedded in the binary (no build step, nothing
+// fetched from elsewhere), which polls the JSON endpoints this package
+// adds:
+//
+//	GET /api/stats                  the vouchers on sale, with their stock
+//	GET /api/vouchers/{id}/stats    one voucher's figures, rates and history
+//
+// Anyone may read a sale's public figures: stock left in Redis and in
+// MySQL, orders, accepted and refused orders per second, the order route's
+// latency. The pipeline's internals (backlog, dead letters, oversold,
+// drift) need the admin token, as the other operator routes do.
+package dashboard
+
+import (
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/metrics"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Dashboard serves the page and its endpoints.
+type Dashboard struct {
+	Sampler *metrics.Sampler
+	Live    *metrics.Live
+	// IsAdmin reports whether the request carries the admin token.
+	IsAdmin func(r *http.Request) bool
+}
+
+// rateSeconds is how many complete seconds the rates average over.
+const rateSeconds = 5
+
+// Register adds the page and its endpoints to mux.
+func (d *Dashboard) Register(mux *http.ServeMux) {
+	static, _ := fs.Sub(assets, "assets") // the directory is embedded
+	files := http.FileServerFS(static)
+	mux.HandleFunc("GET /dashboard", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")
+		http.ServeFileFS(w, r, static, "index.html")
+	})
+	mux.Handle("GET /dashboard/", http.StripPrefix("/dashboard/", files))
+	mux.HandleFunc("GET /api/stats", d.list)
+	mux.HandleFunc("GET /api/vouchers/{id}/stats", d.voucher)
+}
+
+// summary is a voucher in the list.
+type summary struct {
+	ID             int64     `json:"id,string"`
+	Title          string    `json:"title"`
+	Stock          int       `json:"stock"`
+	RemainingMySQL int       `json:"remaining_mysql"`
+	RemainingRedis *int      `json:"remaining_redis"`
+	Orders         int       `json:"orders"`
+	BeginTime      time.Time `json:"begin_time"`
+	EndTime        time.Time `json:"end_time"`
+}
+
+func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
+	last := d.Sampler.Latest()
+	out := make([]summary, 0, len(last.Vouchers))
+	for _, v := range last.Vouchers {
+		out = append(out, public(v))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sampled_at": last.At, "vouchers": out})
+}
+
+// public returns what anyone may see of a voucher's sample.
+func public(v metrics.VoucherSample) summary {
+	return summary{ID: v.ID, Title: v.Title, Stock: v.Stock, RemainingMySQL: v.RemainingMySQL,
+		RemainingRedis: v.RemainingRedis, Orders: v.Orders, BeginTime: v.BeginTime, EndTime: v.EndTime}
+}
+
+// voucherStats is the body of GET /api/vouchers/{id}/stats.
+type voucherStats struct {
+	SampledAt time.Time        `json:"sampled_at"`
+	Voucher   any              `json:"voucher"` // a VoucherSample for the admin, else a summary
+	Rates     rates            `json:"rates"`
+	Latency   latency          `json:"latency_ms"`
+	Seconds   []metrics.Second `json:"seconds"`
+	History   []metrics.Point  `json:"history"`
+	Admin     bool             `json:"admin"`
+	Outcomes  []string         `json:"outcomes"`
+}
+
+type rates struct {
+	Accepted float64            `json:"accepted"`
+	Refused  map[string]float64 `json:"refused"`
+}
+
+type latency struct {
+	P50      float64 `json:"p50"`
+	P99      float64 `json:"p99"`
+	Requests int64   `json:"requests"`
+}
+
+func (d *Dashboard) voucher(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusBadRequest, flashsale.EInvalid, "the voucher id must be a positive integer")
+		return
+	}
+	last := d.Sampler.Latest()
+	body := voucherStats{SampledAt: last.At, Admin: d.IsAdmin != nil && d.IsAdmin(r), Outcomes: metrics.Outcomes}
+	found := false
+	for _, v := range last.Vouchers {
+		if v.ID == id {
+			body.Voucher, found = public(v), true
+			if body.Admin {
+				body.Voucher = v
+			}
+		}
+	}
+	if !found {
+		writeError(w, http.StatusNotFound, flashsale.ENotFound, "voucher "+strconv.FormatInt(id, 10)+" is not on sale now")
+		return
+	}
+	body.Seconds = d.Live.Seconds(id, metrics.LiveSeconds-1)
+	body.Rates = averageRates(body.Seconds[max(0, len(body.Seconds)-rateSeconds):])
+	body.Latency.P50, body.Latency.P99, body.Latency.Requests = d.Live.Percentiles()
+	body.History = d.Sampler.History(id)
+	if !body.Admin { // the pipeline's internals are for operators
+		for i := range body.History {
+			body.History[i].Backlog = nil
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// averageRates returns the per-second averages over secs.
+func averageRates(secs []metrics.Second) rates {
+	out := rates{Refused: map[string]float64{}}
+	if len(secs) == 0 {
+		return out
+	}
+	n := float64(len(secs))
+	for _, s := range secs {
+		out.Accepted += float64(s.Accepted) / n
+		for k, c := range s.Refused {
+			out.Refused[k] += float64(c) / n
+		}
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError writes the API's error shape.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": message}})
+}

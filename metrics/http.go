@@ -1,0 +1,85 @@
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// OrderRoute is the mux pattern of the order route, as httpapi registers
+// it.
+const OrderRoute = "POST /api/vouchers/{id}/orders"
+
+// noteKey keys the note a request carries through the handlers.
+type noteKey struct{}
+
+// note tells the middleware whether the order decorator counted the
+// request's order attempt.
+type note struct{ counted bool }
+
+// Middleware counts and times every request by route: the pattern the
+// mux matched (r.Pattern, which net/http's ServeMux sets on the request it
+// was given), or "unmatched". An order request refused before it reached
+// the order service (rate limited, unauthenticated, a malformed id) is
+// counted in flashsale_orders_total here, by its status.
+func (m *Metrics) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		n := &note{}
+		r = r.WithContext(context.WithValue(r.Context(), noteKey{}, n))
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		took := time.Since(start)
+		route := r.Pattern
+		if route == "" || route == "/" { // "/" is the catch-all the API is mounted on
+			route = "unmatched"
+		}
+		m.httpRequests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
+		m.httpDuration.WithLabelValues(route).Observe(took.Seconds())
+		if route != OrderRoute {
+			return
+		}
+		m.live.Latency(took)
+		if !n.counted {
+			id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+			m.countOrder(id, statusOutcome(sw.status))
+		}
+	})
+}
+
+// statusOutcome names the outcome of an order request the order service
+// never saw, from its status.
+func statusOutcome(status int) string {
+	switch status {
+	case http.StatusTooManyRequests:
+		return "rate_limited"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
+	case http.StatusInternalServerError:
+		return "internal"
+	}
+	return "invalid"
+}
+
+// statusWriter records the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if !w.wrote {
+		w.status, w.wrote = status, true
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
