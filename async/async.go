@@ -16,6 +16,7 @@
 //	<prefix>{v<id>}:orders  stream of accepted orders (fields o, u), consumer group "persist"
 //	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with the reason
 //	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
+//	<prefix>{v<id>}:sync    durability replica: written before each WAIT, expires
 //	<prefix>{o<id>}         order pointer: "<voucher>:<user>", for a day
 //	<prefix>vouchers        set: ids of vouchers whose stream the consumers read
 //
@@ -84,6 +85,7 @@ type keyspace struct{ prefix string }
 type voucherKeys struct {
 	meta, buyers, orders, dead, failed string
 	tries                              string // entry id → attempts to persist it on its own
+	sync                               string // written after a batch of orders, before WAIT (replicawait.go)
 }
 
 // voucher returns the keys of a voucher.
@@ -96,6 +98,7 @@ func (k keyspace) voucher(id int64) voucherKeys {
 		dead:   tag + "dead",
 		failed: tag + "failed",
 		tries:  tag + "tries",
+		sync:   tag + "sync",
 	}
 }
 

@@ -40,6 +40,9 @@ type Config struct {
 	// Logger gets what goes wrong off the request path (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Durability is when an order is accepted (default: in Redis's
+	// memory); check it against Redis with CheckDurability at start.
+	Durability DurabilityConfig
 }
 
 // Service takes orders through the Redis gate and creates and finds
@@ -73,13 +76,19 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 	cfg.VerdictTTL = orDefault(cfg.VerdictTTL, time.Second)
 	cfg.PointerTTL = orDefault(cfg.PointerTTL, 24*time.Hour)
 	cfg.Logger = orDefault(cfg.Logger, slog.Default())
+	cfg.Durability = cfg.Durability.withDefaults()
+	if _, err := ParseDurability(string(cfg.Durability.Mode)); err != nil {
+		return nil, err
+	}
 	return &Service{client: client, db: db, keys: keyspace{cfg.Prefix}, cfg: cfg, log: cfg.Logger}, nil
 }
 
 // local is what an instance keeps about one voucher.
 type local struct {
 	gateKeys []string // meta, buyers, orders
+	syncKey  string
 	verdict  atomic.Pointer[verdict]
+	replicas replicaQueue // durability replica: orders waiting for a batch
 }
 
 // verdict is a refusal remembered until a deadline.
@@ -92,7 +101,7 @@ type verdict struct {
 // newLocal returns the local state of a voucher.
 func (k keyspace) newLocal(voucherID int64) *local {
 	vk := k.voucher(voucherID)
-	return &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}}
+	return &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}, syncKey: vk.sync}
 }
 
 // remember makes the instance refuse orders with code for ttl; for

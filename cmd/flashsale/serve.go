@@ -39,6 +39,7 @@ type serveConfig struct {
 	shutdownFor time.Duration
 	consume     bool
 	consumer    consumerFlags
+	durability  durabilityFlags
 }
 
 // strategyEntry is one value of --strategy: how serve builds it.
@@ -92,6 +93,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.consume, "consume", true, "with --strategy async, run the stream consumer in this process")
 	c.backends.register(fs)
 	c.consumer.register(fs)
+	c.durability.register(fs)
 }
 
 func (c *serveConfig) validate() error {
@@ -252,6 +254,9 @@ func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, err
 
 // validateAsync checks the consumer's flags when serve runs one.
 func validateAsync(c *serveConfig) error {
+	if err := c.durability.validate(); err != nil {
+		return err
+	}
 	if c.consume {
 		return c.consumer.validate()
 	}
@@ -261,7 +266,10 @@ func validateAsync(c *serveConfig) error {
 // newAsyncServices builds the async strategy: the Redis gate's service
 // and, to run if --consume, a stream consumer.
 func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, error) {
-	svc, err := async.NewService(b.redis, b.db, async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log})
+	if err := cfg.durability.check(b.redis, log); err != nil {
+		return nil, err
+	}
+	svc, err := async.NewService(b.redis, b.db, async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log, Durability: cfg.durability.config()})
 	if err != nil {
 		return nil, err
 	}
