@@ -72,7 +72,7 @@ func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orde
 	var err error
 	durable := true
 	if s.cfg.Durability.Mode == DurabilityReplica {
-		res, durable, err = s.replicate(ctx, l, args)
+		res, durable, err = s.replicate(ctx, voucherID, args)
 	} else {
 		res, err = gateScript.Exec(ctx, s.client, l.gateKeys, args).ToArray()
 	}

@@ -59,8 +59,15 @@ type replicaCall struct {
 	done    chan struct{}
 }
 
-// replicaQueue collects one voucher's calls into batches.
+// replicaQueue collects one voucher's calls into batches. Queues live in
+// Service.replicas while they have work, so a voucher's concurrent callers
+// share one (even before the voucher is kept in Service.locals), and ids
+// nobody sells leave nothing behind.
 type replicaQueue struct {
+	voucher  int64
+	gateKeys []string
+	syncKey  string
+
 	mu      sync.Mutex
 	calls   []*replicaCall
 	workers int
@@ -69,18 +76,15 @@ type replicaQueue struct {
 // replicate runs the gate script for args (or, for nil args, nothing)
 // in the voucher's next batch and returns its reply and whether the
 // replicas acknowledged it in time.
-func (s *Service) replicate(ctx context.Context, l *local, args []string) ([]rueidis.RedisMessage, bool, error) {
+func (s *Service) replicate(ctx context.Context, voucherID int64, args []string) ([]rueidis.RedisMessage, bool, error) {
 	c := &replicaCall{args: args, done: make(chan struct{})}
-	q := &l.replicas
-	q.mu.Lock()
-	q.calls = append(q.calls, c)
-	start := q.workers < replicaWorkers
-	if start {
-		q.workers++
+	q, ok := s.replicas.Load(voucherID)
+	if !ok {
+		l := s.keys.newLocal(voucherID)
+		q, _ = s.replicas.LoadOrStore(voucherID, &replicaQueue{voucher: voucherID, gateKeys: l.gateKeys, syncKey: l.syncKey})
 	}
-	q.mu.Unlock()
-	if start {
-		go s.replicaWorker(l)
+	if q.(*replicaQueue).add(c) {
+		go s.replicaWorker(q.(*replicaQueue))
 	}
 	select {
 	case <-c.done:
@@ -92,28 +96,44 @@ func (s *Service) replicate(ctx context.Context, l *local, args []string) ([]rue
 	}
 }
 
-// replicaWorker sends batches of the voucher's queue until it is empty.
-func (s *Service) replicaWorker(l *local) {
-	q := &l.replicas
+// add queues c and returns whether the caller must start a worker.
+func (q *replicaQueue) add(c *replicaCall) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.calls = append(q.calls, c)
+	if q.workers < replicaWorkers {
+		q.workers++
+		return true
+	}
+	return false
+}
+
+// replicaWorker sends batches of the queue until it is empty; the last
+// worker out removes the queue from Service.replicas. A caller that found
+// it there just before still gets its batch: its add starts a worker.
+func (s *Service) replicaWorker(q *replicaQueue) {
 	for {
 		q.mu.Lock()
 		n := min(len(q.calls), replicaMaxBatch)
 		if n == 0 {
 			q.workers--
+			if q.workers == 0 {
+				s.replicas.CompareAndDelete(q.voucher, q)
+			}
 			q.mu.Unlock()
 			return
 		}
 		batch := q.calls[:n:n]
 		q.calls = append([]*replicaCall(nil), q.calls[n:]...)
 		q.mu.Unlock()
-		s.replicaBatch(l, batch)
+		s.replicaBatch(q, batch)
 	}
 }
 
 // replicaBatch sends one batch and answers its calls. Gate calls Redis
 // answers NOSCRIPT (a restarted or promoted Redis has no script cache) are
 // sent again with EVAL, followed by their own SET and WAIT.
-func (s *Service) replicaBatch(l *local, batch []*replicaCall) {
+func (s *Service) replicaBatch(q *replicaQueue, batch []*replicaCall) {
 	d := s.cfg.Durability
 	ctx, cancel := context.WithTimeout(context.Background(), d.ReplicaTimeout+replicaSlack)
 	defer cancel()
@@ -129,12 +149,12 @@ func (s *Service) replicaBatch(l *local, batch []*replicaCall) {
 			gates := calls[:0:0]
 			for _, c := range calls {
 				if c.args != nil {
-					cmds = append(cmds, s.gateCmd(dc, l, c.args, sha))
+					cmds = append(cmds, gateCmd(dc, q.gateKeys, c.args, sha))
 					gates = append(gates, c)
 				}
 			}
 			cmds = append(cmds,
-				dc.B().Set().Key(l.syncKey).Value("1").ExSeconds(syncTTL).Build(),
+				dc.B().Set().Key(q.syncKey).Value("1").ExSeconds(syncTTL).Build(),
 				dc.B().Wait().Numreplicas(int64(d.MinReplicas)).Timeout(max(d.ReplicaTimeout.Milliseconds(), 1)).Build())
 			res := dc.DoMulti(ctx, cmds...)
 			acked, err := res[len(res)-1].AsInt64()
@@ -163,19 +183,18 @@ func (s *Service) replicaBatch(l *local, batch []*replicaCall) {
 }
 
 // gateCmd returns the gate script call for args: EVALSHA, or EVAL.
-func (s *Service) gateCmd(dc rueidis.DedicatedClient, l *local, args []string, sha bool) rueidis.Completed {
+func gateCmd(dc rueidis.DedicatedClient, keys, args []string, sha bool) rueidis.Completed {
 	if sha {
-		return dc.B().Evalsha().Sha1(gateSHA).Numkeys(int64(len(l.gateKeys))).Key(l.gateKeys...).Arg(args...).Build()
+		return dc.B().Evalsha().Sha1(gateSHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 	}
-	return dc.B().Eval().Script(gateLua).Numkeys(int64(len(l.gateKeys))).Key(l.gateKeys...).Arg(args...).Build()
+	return dc.B().Eval().Script(gateLua).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 }
 
 // confirmReplicated returns nil once what Redis has executed so far for
 // the voucher — an order just found there — is on the replicas, or the
 // answer for a buyer when they do not acknowledge it in time.
 func (s *Service) confirmReplicated(ctx context.Context, voucherID int64) error {
-	l, _ := s.local(voucherID)
-	_, durable, err := s.replicate(ctx, l, nil)
+	_, durable, err := s.replicate(ctx, voucherID, nil)
 	if err != nil {
 		return unavailable("wait for replicas", err)
 	}

@@ -63,6 +63,9 @@ type Service struct {
 	// figures changes after creation, and those come from Redis.
 	statics sync.Map // int64 → flashsale.Voucher
 	loads   singleflight.Group
+	// replicas holds, per voucher, the orders waiting for a batch in
+	// durability replica.
+	replicas sync.Map // int64 → *replicaQueue
 }
 
 // NewService returns a Service on the Redis client and the store.
@@ -88,7 +91,6 @@ type local struct {
 	gateKeys []string // meta, buyers, orders
 	syncKey  string
 	verdict  atomic.Pointer[verdict]
-	replicas replicaQueue // durability replica: orders waiting for a batch
 }
 
 // verdict is a refusal remembered until a deadline.
