@@ -192,3 +192,19 @@ func infoFields(text string) map[string]string {
 	}
 	return f
 }
+
+// logLoaded logs that a voucher was loaded into Redis from MySQL. When the
+// instance had sold it from Redis before, Redis lost its keys: a restart
+// without the data, a failover to a replica without them, or a deletion.
+// Orders accepted before and not persisted then are gone (the buyers may
+// buy again; MySQL's stock keeps the sale from overselling), and neither
+// Redis nor MySQL holds a trace of them: this line is the report.
+func (s *Service) logLoaded(voucherID int64, remaining, orders int) {
+	if _, sold := s.locals.Load(voucherID); sold {
+		s.log.Error("async: ACCEPTED ORDERS LOST: a voucher this instance sold from was gone from Redis and was reloaded from MySQL; "+
+			"orders accepted before and not persisted yet are lost unless its keys were deleted on purpose",
+			"voucher", voucherID, "durability", s.cfg.Durability.Mode, "remaining", remaining, "orders", orders)
+		return
+	}
+	s.log.Info("async: voucher loaded into Redis from MySQL", "voucher", voucherID, "remaining", remaining, "orders", orders)
+}
