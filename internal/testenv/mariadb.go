@@ -26,10 +26,8 @@ type MariaDB struct {
 	datadir string
 	port    int
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	// exited is closed when cmd has been waited for.
-	exited chan struct{}
+	mu   sync.Mutex
+	proc *child // nil when not running
 }
 
 // mariadbName is the database StartMariaDB creates.
@@ -81,7 +79,7 @@ func (m *MariaDB) Start() {
 	m.t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd != nil {
+	if m.proc != nil {
 		m.t.Fatalf("testenv: private MariaDB is running already")
 	}
 	log, err := os.OpenFile(filepath.Join(m.dir, "mariadbd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -97,16 +95,12 @@ func (m *MariaDB) Start() {
 		"--user="+currentUser(), "--skip-grant-tables", "--skip-name-resolve",
 		"--innodb-buffer-pool-size=64M", "--max-connections=300")
 	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	proc, err := startChild(cmd)
+	if err != nil {
 		m.t.Fatalf("testenv: starting mariadbd: %v", err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // the exit status of a server we stop ourselves says nothing
-		close(exited)
-	}()
-	m.cmd, m.exited = cmd, exited
-	if err := m.waitReady(exited); err != nil {
+	m.proc = proc
+	if err := m.waitReady(proc.exited); err != nil {
 		m.t.Fatalf("testenv: private MariaDB (log in %s): %v", m.dir, err)
 	}
 }
@@ -154,17 +148,11 @@ func (m *MariaDB) kill() {
 func (m *MariaDB) stop(sig syscall.Signal) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd == nil {
+	if m.proc == nil {
 		return
 	}
-	_ = m.cmd.Process.Signal(sig) // it may have exited on its own
-	select {
-	case <-m.exited:
-	case <-time.After(60 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.exited
-	}
-	m.cmd = nil
+	m.proc.stop(sig, 60*time.Second)
+	m.proc = nil
 }
 
 // freePort returns a TCP port on 127.0.0.1 nobody listens on right now.

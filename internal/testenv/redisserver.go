@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -34,10 +33,9 @@ type RedisServer struct {
 	// topology hands its servers to each test that asks for it.
 	owner atomic.Pointer[testing.TB]
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been waited for
-	admin  rueidis.Client
+	mu    sync.Mutex
+	proc  *child // nil when not running
+	admin rueidis.Client
 }
 
 // ServerOption changes the redis.conf of a server StartRedis, StartSentinelSet
@@ -160,7 +158,7 @@ func newClient(t testing.TB, opt rueidis.ClientOption) rueidis.Client {
 func (s *RedisServer) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cmd != nil
+	return s.proc != nil
 }
 
 // Start starts the server (again) on its port, directory and config file,
@@ -178,7 +176,7 @@ func (s *RedisServer) Start() {
 func (s *RedisServer) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
+	if s.proc != nil {
 		return errors.New("already running")
 	}
 	cmd := exec.Command("redis-server", append([]string{s.conf}, s.args...)...)
@@ -191,17 +189,12 @@ func (s *RedisServer) start() error {
 	}
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = childProcAttr()
-	if err := cmd.Start(); err != nil {
+	proc, err := startChild(cmd)
+	if err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // the exit status of a server we kill ourselves says nothing
-		close(exited)
-	}()
-	s.cmd, s.exited = cmd, exited
-	return s.waitReady(exited)
+	s.proc = proc
+	return s.waitReady(proc.exited)
 }
 
 // waitReady waits until the server answers PING with PONG; a LOADING
@@ -278,17 +271,11 @@ func (s *RedisServer) kill() {
 func (s *RedisServer) stop(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(sig) // it may have exited on its own
-	select {
-	case <-s.exited:
-	case <-time.After(stopTimeout):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
-	s.cmd = nil
+	s.proc.stop(sig, stopTimeout)
+	s.proc = nil
 }
 
 // LogTail returns the last n lines of the server's log (and of what it
@@ -316,6 +303,9 @@ func (s *RedisServer) do(ctx context.Context, args ...string) rueidis.RedisResul
 	if s.admin == nil {
 		opt := s.ClientOption()
 		opt.DisableRetry = true
+		// RESP2: CLUSTER INFO comes as a plain string, not a RESP3
+		// verbatim one with a "txt:" prefix.
+		opt.AlwaysRESP2 = true
 		c, err := rueidis.NewClient(opt)
 		if err != nil {
 			s.mu.Unlock()
@@ -358,44 +348,4 @@ func parseFields(text string) map[string]string {
 		}
 	}
 	return m
-}
-
-// redisPort returns a port nobody listens on, below the kernel's ephemeral
-// range (32768 and up on Linux): a server that is down for a while must
-// find its port free again when it restarts, and an outgoing connection
-// could take an ephemeral one meanwhile.
-func redisPort(t testing.TB) int {
-	t.Helper()
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		if portsTaken.add(port) {
-			return port
-		}
-	}
-	t.Fatalf("testenv: no free port for redis-server in 20000-31999")
-	return 0
-}
-
-// portsTaken remembers the ports handed out in this process, so two
-// servers that are not running right now never get the same one.
-var portsTaken = portSet{m: make(map[int]bool)}
-
-type portSet struct {
-	mu sync.Mutex
-	m  map[int]bool
-}
-
-func (p *portSet) add(port int) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m[port] {
-		return false
-	}
-	p.m[port] = true
-	return true
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // A write acknowledged by a node with an fsync-always AOF survives a
@@ -47,7 +49,7 @@ func TestRedisWithoutAOFLosesWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Restart()
-	if err := c.Do(ctx, c.B().Get().Key("k").Build()).Error(); !isNil(err) {
+	if err := c.Do(ctx, c.B().Get().Key("k").Build()).Error(); !rueidis.IsRedisNil(err) {
 		t.Fatalf("GET k after a restart without AOF: %v; want nil", err)
 	}
 }
@@ -89,8 +91,4 @@ func TestRedisStopStartURL(t *testing.T) {
 	if err := pingRaw(s.Addr()); err != nil {
 		t.Fatalf("PING after Start (%v): %v", time.Since(start), err)
 	}
-}
-
-func isNil(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "nil")
 }
