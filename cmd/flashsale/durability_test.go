@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"os"
@@ -214,4 +215,18 @@ func TestDurabilityMemoryRedisKilled(t *testing.T) {
 func TestDurabilityMemoryFailover(t *testing.T) {
 	d := runDurabilitySale(t, "memory", failedOver(t))
 	t.Logf("lost in the failover: %d", d.lost)
+}
+
+// TestServeRefusesDurabilityRedisCannotKeep: serve --durability aof on a
+// Redis without appendfsync always does not start, and says which setting.
+func TestServeRefusesDurabilityRedisCannotKeep(t *testing.T) {
+	srv := testenv.StartRedis(t, testenv.WithConfig("appendonly", "yes"))
+	t.Setenv("FLASHSALE_JWT_SECRET", faultSecret)
+	t.Setenv("FLASHSALE_ADMIN_TOKEN", faultAdmin)
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"serve", "--strategy", "async", "--addr", "127.0.0.1:0", "--durability", "aof",
+		"--redis", srv.URL(), "--db", testenv.MySQLURL(t)}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "appendfsync always, Redis has appendfsync everysec") {
+		t.Fatalf("serve --durability aof on appendfsync everysec: %v; want a refusal naming appendfsync", err)
+	}
 }

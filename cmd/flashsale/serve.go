@@ -110,6 +110,9 @@ func (c *serveConfig) validate() error {
 	if c.lockWait <= 0 || c.shutdownFor <= 0 {
 		return errors.New("--lock-wait and --shutdown-timeout must be positive")
 	}
+	if c.strategy != "async" && c.durability.mode != string(async.DurabilityMemory) {
+		return errors.New("--durability applies to --strategy async (the others write MySQL before they answer)")
+	}
 	if entry.validate != nil {
 		return entry.validate(c)
 	}
