@@ -103,9 +103,9 @@ const orderNotDurable = "your order may have been taken but is not yet safe on e
 // mode's promise can be kept, and logs what the mode costs. DurabilityAOF
 // needs appendonly yes and appendfsync always (read with CONFIG GET); when
 // CONFIG cannot be read it fails unless cfg.Trusted. DurabilityReplica
-// logs a warning for a node with fewer connected replicas than
+// logs a warning for a primary with fewer connected replicas than
 // MinReplicas (orders then answer EUnavailable until they connect), and
-// fails for a node that is a replica itself.
+// fails when the client's only node is a replica.
 func CheckDurability(ctx context.Context, client rueidis.Client, cfg DurabilityConfig, log *slog.Logger) error {
 	cfg = cfg.withDefaults()
 	log = orDefault(log, slog.Default())
@@ -130,7 +130,7 @@ func CheckDurability(ctx context.Context, client rueidis.Client, cfg DurabilityC
 		if cfg.Mode == DurabilityAOF {
 			err = checkAOF(ctx, nodes[addr], cfg.Trusted, log)
 		} else {
-			err = checkReplicas(ctx, nodes[addr], cfg.MinReplicas, log)
+			err = checkReplicas(ctx, nodes[addr], cfg.MinReplicas, len(nodes) == 1, log)
 		}
 		if err != nil {
 			return fmt.Errorf("redis %s: %w", addr, err)
@@ -165,14 +165,19 @@ func checkAOF(ctx context.Context, node rueidis.Client, trusted bool, log *slog.
 	return nil
 }
 
-// checkReplicas checks one node's role and replicas.
-func checkReplicas(ctx context.Context, node rueidis.Client, min int, log *slog.Logger) error {
+// checkReplicas checks one node's role and replicas. A replica is refused
+// when it is the only node the client knows (it cannot take orders); a
+// cluster's replicas are skipped.
+func checkReplicas(ctx context.Context, node rueidis.Client, min int, alone bool, log *slog.Logger) error {
 	text, err := node.Do(ctx, node.B().Info().Section("replication").Build()).ToString()
 	if err != nil {
 		return fmt.Errorf("async: durability replica: INFO replication: %w", err)
 	}
 	f := infoFields(text)
 	if f["role"] != "master" {
+		if !alone {
+			return nil
+		}
 		return fmt.Errorf("%w: durability replica writes to a primary, this node's role is %q", ErrDurability, f["role"])
 	}
 	if n, _ := strconv.Atoi(f["connected_slaves"]); n < min {
