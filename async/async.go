@@ -16,6 +16,7 @@
 //	<prefix>{v<id>}:orders  stream of accepted orders (fields o, u), consumer group "persist"
 //	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with the reason
 //	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
+//	<prefix>{v<id>}:sync    durability replica: written before each WAIT, expires
 //	<prefix>{o<id>}         order pointer: "<voucher>:<user>", for a day
 //	<prefix>vouchers        set: ids of vouchers whose stream the consumers read
 //
@@ -46,12 +47,34 @@
 // # What can be lost
 //
 // An accepted order lives only in Redis until the consumer persists it,
-// usually for milliseconds. A Redis that loses its data (a restart without
-// AOF, a failover to a replica that missed the write) loses those orders;
-// run Redis with appendonly yes and appendfsync everysec (or always) to
-// bound that. Everything else — consumer crashes, MySQL outages, orders
-// MySQL refuses — loses nothing: entries stay in the stream until persisted
-// or moved, with their reason, to the dead-letter stream.
+// usually for milliseconds. What a Redis crash or failover may take from
+// that window depends on Config.Durability, which says when the gate may
+// answer "pending":
+//
+//   - DurabilityMemory (the default): once Redis holds the order in
+//     memory. A Redis restarted without its data (no AOF, or a crash
+//     between everysec fsyncs) or a failover to a replica that had not
+//     received the order loses it. The service notices a voucher gone from
+//     Redis, reloads it from MySQL (so nothing is oversold: MySQL's stock
+//     counts only persisted orders, and the lost orders' units are sold
+//     again, their buyers may buy again) and logs "ACCEPTED ORDERS LOST";
+//     nothing in Redis or MySQL records which orders they were.
+//   - DurabilityAOF: once Redis has fsynced it to its AOF (appendonly yes,
+//     appendfsync always, checked at start by CheckDurability). A SIGKILL
+//     of redis-server and a restart on the same files lose nothing
+//     accepted.
+//   - DurabilityReplica: once MinReplicas replicas have it (WAIT, batched
+//     per voucher: replicawait.go). A failover to one of them loses nothing
+//     accepted. When they do not confirm within ReplicaTimeout, the buyer
+//     gets EUnavailable with a Retry-After: the order may exist; the
+//     buyer's retry gets duplicate_order naming it once it is replicated,
+//     or a new order if it vanished. A duplicate_order refusal and a lookup
+//     of a pending order are answered only once the order they reveal is
+//     replicated, too.
+//
+// Everything else — consumer crashes, MySQL outages, orders MySQL refuses —
+// loses nothing in any mode: entries stay in the stream until persisted or
+// moved, with their reason, to the dead-letter stream.
 package async
 
 import (
@@ -84,6 +107,7 @@ type keyspace struct{ prefix string }
 type voucherKeys struct {
 	meta, buyers, orders, dead, failed string
 	tries                              string // entry id → attempts to persist it on its own
+	sync                               string // written after a batch of orders, before WAIT (replicawait.go)
 }
 
 // voucher returns the keys of a voucher.
@@ -96,6 +120,7 @@ func (k keyspace) voucher(id int64) voucherKeys {
 		dead:   tag + "dead",
 		failed: tag + "failed",
 		tries:  tag + "tries",
+		sync:   tag + "sync",
 	}
 }
 

@@ -67,15 +67,27 @@ func (s *Service) PlaceOrder(ctx context.Context, voucherID, userID int64) (*fla
 // askGate runs the gate script, which decides, for one order and returns
 // its decision decoded.
 func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orderID int64) (*flashsale.Order, error) {
-	user, order := strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)
-	res, err := gateScript.Exec(ctx, s.client, l.gateKeys, []string{user, order}).ToArray()
+	args := []string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)}
+	var res []rueidis.RedisMessage
+	var err error
+	durable := true
+	if s.cfg.Durability.Mode == DurabilityReplica {
+		res, durable, err = s.replicate(ctx, voucherID, args)
+	} else {
+		res, err = gateScript.Exec(ctx, s.client, l.gateKeys, args).ToArray()
+	}
 	if err != nil {
 		// The gate may have run and accepted the order, its reply lost:
 		// then no pointer is written, and the order the buyer's retry is
 		// refused with is found by id only once it is persisted.
 		return nil, unavailable("gate", err)
 	}
-	return s.decodeGateReply(ctx, l, res, voucherID, userID, orderID)
+	o, err := s.decodeGateReply(ctx, l, res, voucherID, userID, orderID)
+	if !durable && (err == nil || flashsale.ErrorCode(err) == flashsale.EDuplicateOrder) {
+		// Neither accepted nor refused: the order it names may vanish.
+		return nil, notDurable(orderNotDurable)
+	}
+	return o, err
 }
 
 // decodeGateReply turns the gate's reply into an order or an error, and
@@ -156,6 +168,11 @@ func (s *Service) FindOrder(ctx context.Context, id int64) (*flashsale.Order, er
 		[]string{strconv.FormatInt(user, 10), strconv.FormatInt(id, 10)}).AsInt64()
 	if err != nil {
 		return nil, unavailable(fmt.Sprintf("find order %d", id), err)
+	}
+	if s.cfg.Durability.Mode == DurabilityReplica {
+		if err := s.confirmReplicated(ctx, voucher); err != nil {
+			return nil, err
+		}
 	}
 	status := flashsale.StatusFailed
 	if pending == 1 {

@@ -40,6 +40,9 @@ type Config struct {
 	// Logger gets what goes wrong off the request path (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Durability is when an order is accepted (default: in Redis's
+	// memory); check it against Redis with CheckDurability at start.
+	Durability DurabilityConfig
 }
 
 // Service takes orders through the Redis gate and creates and finds
@@ -60,6 +63,9 @@ type Service struct {
 	// figures changes after creation, and those come from Redis.
 	statics sync.Map // int64 → flashsale.Voucher
 	loads   singleflight.Group
+	// replicas holds, per voucher, the orders waiting for a batch in
+	// durability replica.
+	replicas sync.Map // int64 → *replicaQueue
 }
 
 // NewService returns a Service on the Redis client and the store.
@@ -73,12 +79,17 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 	cfg.VerdictTTL = orDefault(cfg.VerdictTTL, time.Second)
 	cfg.PointerTTL = orDefault(cfg.PointerTTL, 24*time.Hour)
 	cfg.Logger = orDefault(cfg.Logger, slog.Default())
+	cfg.Durability = cfg.Durability.withDefaults()
+	if _, err := ParseDurability(string(cfg.Durability.Mode)); err != nil {
+		return nil, err
+	}
 	return &Service{client: client, db: db, keys: keyspace{cfg.Prefix}, cfg: cfg, log: cfg.Logger}, nil
 }
 
 // local is what an instance keeps about one voucher.
 type local struct {
 	gateKeys []string // meta, buyers, orders
+	syncKey  string
 	verdict  atomic.Pointer[verdict]
 }
 
@@ -92,7 +103,7 @@ type verdict struct {
 // newLocal returns the local state of a voucher.
 func (k keyspace) newLocal(voucherID int64) *local {
 	vk := k.voucher(voucherID)
-	return &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}}
+	return &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}, syncKey: vk.sync}
 }
 
 // remember makes the instance refuse orders with code for ttl; for

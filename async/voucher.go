@@ -161,7 +161,7 @@ func (s *Service) reload(ctx context.Context, voucherID int64) error {
 	if err := s.loadRedis(ctx, v, orders); err != nil {
 		return unavailable(fmt.Sprintf("reload voucher %d", voucherID), err)
 	}
-	s.log.Info("async: voucher loaded into Redis from MySQL", "voucher", voucherID, "remaining", v.Remaining, "orders", len(orders))
+	s.logLoaded(voucherID, v.Remaining, len(orders))
 	return nil
 }
 

@@ -48,12 +48,19 @@ type apiOptions struct {
 	lockWait time.Duration
 	// limiterDown gives the rate limiter a Redis client that is closed.
 	limiterDown bool
+	// redis, when set, is the Redis of everything instead of the shared
+	// one; durability is async's.
+	redis      rueidis.Client
+	durability async.DurabilityConfig
 }
 
 func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 	t.Helper()
 	ctx := context.Background()
 	rc, prefix := testenv.Redis(t)
+	if o.redis != nil {
+		rc = o.redis
+	}
 	db, err := store.Open(ctx, testenv.MySQLURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +107,7 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 // the test ends.
 func services(t testing.TB, o apiOptions, rc rueidis.Client, prefix string, db *store.DB, ids *idgen.Generator, locks *lock.Client) (flashsale.VoucherService, flashsale.OrderService) {
 	if o.strategy == "async" {
-		svc, err := async.NewService(rc, db, async.Config{Prefix: prefix + "a:", OrderIDs: ids})
+		svc, err := async.NewService(rc, db, async.Config{Prefix: prefix + "a:", OrderIDs: ids, Durability: o.durability})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,6 +53,7 @@ type saleRig struct {
 	client  *http.Client
 	voucher int64
 	n       atomic.Int32 // log file counter
+	extra   []string     // more flags for serve
 }
 
 func newSaleRig(t *testing.T, dbURL string) *saleRig {
@@ -86,8 +87,9 @@ func (r *saleRig) logPath(name string) string {
 // consumer.
 func (r *saleRig) serve(consume bool) *lab.Process {
 	r.t.Helper()
-	p, err := lab.StartProcess(context.Background(), r.command("serve", "--addr", "127.0.0.1:0", "--strategy", "async",
-		"--consume="+strconv.FormatBool(consume), "--claim-idle", "2s"), r.logPath("serve"), 30*time.Second)
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--strategy", "async",
+		"--consume=" + strconv.FormatBool(consume), "--claim-idle", "2s"}, r.extra...)
+	p, err := lab.StartProcess(context.Background(), r.command(args...), r.logPath("serve"), 30*time.Second)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -112,9 +114,12 @@ func (r *saleRig) consume() *exec.Cmd {
 }
 
 // createVoucher creates the sale's voucher through the first server.
-func (r *saleRig) createVoucher(url string) {
+func (r *saleRig) createVoucher(url string) { r.createStock(url, faultStock) }
+
+// createStock creates the sale's voucher with the stock through a server.
+func (r *saleRig) createStock(url string, stock int) {
 	r.t.Helper()
-	body := fmt.Sprintf(`{"title":"fault sale","stock":%d,"begin_time":%q,"end_time":%q}`, faultStock,
+	body := fmt.Sprintf(`{"title":"fault sale","stock":%d,"begin_time":%q,"end_time":%q}`, stock,
 		time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	var out struct{ ID string }
 	if err := r.post(url+"/api/vouchers", faultAdmin, body, http.StatusCreated, &out); err != nil {
@@ -148,6 +153,7 @@ func (r *saleRig) post(url, token, body string, want int, out any) error {
 type sale struct {
 	mu       sync.Mutex
 	accepted map[int64]int64 // order id → user
+	named    map[int64]int64 // order id a duplicate_order refusal named → user
 	codes    map[string]int
 	failures int // transport errors
 }
@@ -173,7 +179,7 @@ func (r *saleRig) buy(s *sale, users []int64, targets func() []string, trigger i
 					url := ts[int(seq.Add(1))%len(ts)]
 					var out struct {
 						OrderID string `json:"order_id"`
-						Error   struct{ Code string }
+						Error   struct{ Code, Message string }
 					}
 					req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/vouchers/%d/orders", url, r.voucher), nil)
 					req.Header.Set("Authorization", "Bearer "+tok)
@@ -191,6 +197,9 @@ func (r *saleRig) buy(s *sale, users []int64, targets func() []string, trigger i
 						s.accepted[id] = u
 					} else {
 						s.codes[out.Error.Code]++
+						if id := namedOrder(out.Error.Message); out.Error.Code == flashsale.EDuplicateOrder && id != 0 && s.named != nil {
+							s.named[id] = u
+						}
 					}
 					n := len(s.accepted)
 					s.mu.Unlock()
@@ -206,6 +215,16 @@ func (r *saleRig) buy(s *sale, users []int64, targets func() []string, trigger i
 	}
 	close(jobs)
 	wg.Wait()
+}
+
+// namedOrder returns the order id a refusal's message names, or 0.
+func namedOrder(msg string) int64 {
+	for f := range strings.FieldsSeq(msg) {
+		if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+			return id
+		}
+	}
+	return 0
 }
 
 func userRange(first, last int64) []int64 {

@@ -40,6 +40,7 @@ type serveConfig struct {
 	consume     bool
 	consumer    consumerFlags
 	metricsAddr string // observe.go: /metrics and pprof on their own listener
+	durability  durabilityFlags
 }
 
 // strategyEntry is one value of --strategy: how serve builds it.
@@ -94,6 +95,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics and /debug/pprof on this address (default: /metrics on --addr, no pprof)")
 	c.backends.register(fs)
 	c.consumer.register(fs)
+	c.durability.register(fs)
 }
 
 func (c *serveConfig) validate() error {
@@ -109,6 +111,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.lockWait <= 0 || c.shutdownFor <= 0 {
 		return errors.New("--lock-wait and --shutdown-timeout must be positive")
+	}
+	if c.strategy != "async" && c.durability.mode != string(async.DurabilityMemory) {
+		return errors.New("--durability applies to --strategy async (the others write MySQL before they answer)")
 	}
 	if entry.validate != nil {
 		return entry.validate(c)
@@ -277,6 +282,9 @@ func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, err
 
 // validateAsync checks the consumer's flags when serve runs one.
 func validateAsync(c *serveConfig) error {
+	if err := c.durability.validate(); err != nil {
+		return err
+	}
 	if c.consume {
 		return c.consumer.validate()
 	}
@@ -286,7 +294,10 @@ func validateAsync(c *serveConfig) error {
 // newAsyncServices builds the async strategy: the Redis gate's service
 // and, to run if --consume, a stream consumer.
 func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, error) {
-	svc, err := async.NewService(b.redis, b.db, async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log})
+	if err := cfg.durability.check(b.redis, log); err != nil {
+		return nil, err
+	}
+	svc, err := async.NewService(b.redis, b.db, async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log, Durability: cfg.durability.config()})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,205 @@
+package async
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Durability replica: WAIT numreplicas timeout blocks until the replicas
+// have acknowledged every write its connection made before it. It cannot
+// run inside a script, and on another connection it waits for nothing, so
+// the gate's script and the WAIT go on one connection (a dedicated one:
+// rueidis sends WAIT, a blocking command, on a pooled connection of its own
+// rather than the shared pipeline, and a WAIT there would stall everyone
+// behind it). One WAIT covers every earlier write of its connection, so
+// the orders of one voucher are grouped: a batch is whatever arrived
+// while the previous batch waited (group commit), sent as
+//
+//	EVALSHA gate … EVALSHA gate … SET <tag>sync 1 EX … WAIT n timeout
+//
+// in one round trip, and up to replicaWorkers batches of a voucher are in
+// flight at once.
+//
+// The SET moves the connection's replication offset past everything Redis
+// had executed when the batch ran. An answer that reveals an earlier order
+// without writing — duplicate_order, or FindOrder finding a pending order
+// — may name an order written on another connection, by another instance,
+// that no replica has yet: the gate's script wrote nothing, so WAIT alone
+// would return at once. Redis replicates in the order it executes, so once
+// the replicas have the SET they have that order too.
+
+// Batching limits.
+const (
+	replicaWorkers  = 4    // batches of one voucher in flight at once
+	replicaMaxBatch = 256  // orders in one batch
+	syncTTL         = 3600 // seconds; the key only needs to be written
+	// replicaSlack is added to the replica timeout for the whole round
+	// trip of a batch.
+	replicaSlack = 5 * time.Second
+)
+
+// gateSHA is the SHA1 of gate.lua, for EVALSHA.
+var gateSHA = func() string {
+	sum := sha1.Sum([]byte(gateLua))
+	return hex.EncodeToString(sum[:])
+}()
+
+// replicaCall is one gate run waiting for a batch, or, when args is nil, a
+// request only to know that what Redis executed so far is on the replicas.
+type replicaCall struct {
+	args    []string // user, order
+	reply   []rueidis.RedisMessage
+	err     error
+	durable bool // the replicas acknowledged the batch
+	done    chan struct{}
+}
+
+// replicaQueue collects one voucher's calls into batches. Queues live in
+// Service.replicas while they have work, so a voucher's concurrent callers
+// share one (even before the voucher is kept in Service.locals), and ids
+// nobody sells leave nothing behind.
+type replicaQueue struct {
+	voucher  int64
+	gateKeys []string
+	syncKey  string
+
+	mu      sync.Mutex
+	calls   []*replicaCall
+	workers int
+}
+
+// replicate runs the gate script for args (or, for nil args, nothing)
+// in the voucher's next batch and returns its reply and whether the
+// replicas acknowledged it in time.
+func (s *Service) replicate(ctx context.Context, voucherID int64, args []string) ([]rueidis.RedisMessage, bool, error) {
+	c := &replicaCall{args: args, done: make(chan struct{})}
+	q, ok := s.replicas.Load(voucherID)
+	if !ok {
+		l := s.keys.newLocal(voucherID)
+		q, _ = s.replicas.LoadOrStore(voucherID, &replicaQueue{voucher: voucherID, gateKeys: l.gateKeys, syncKey: l.syncKey})
+	}
+	if q.(*replicaQueue).add(c) {
+		go s.replicaWorker(q.(*replicaQueue))
+	}
+	select {
+	case <-c.done:
+		return c.reply, c.durable, c.err
+	case <-ctx.Done():
+		// The batch goes on: the order may be taken, unanswered, as when
+		// a reply is lost.
+		return nil, false, ctx.Err()
+	}
+}
+
+// add queues c and returns whether the caller must start a worker.
+func (q *replicaQueue) add(c *replicaCall) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.calls = append(q.calls, c)
+	if q.workers < replicaWorkers {
+		q.workers++
+		return true
+	}
+	return false
+}
+
+// replicaWorker sends batches of the queue until it is empty; the last
+// worker out removes the queue from Service.replicas. A caller that found
+// it there just before still gets its batch: its add starts a worker.
+func (s *Service) replicaWorker(q *replicaQueue) {
+	for {
+		q.mu.Lock()
+		n := min(len(q.calls), replicaMaxBatch)
+		if n == 0 {
+			q.workers--
+			if q.workers == 0 {
+				s.replicas.CompareAndDelete(q.voucher, q)
+			}
+			q.mu.Unlock()
+			return
+		}
+		batch := q.calls[:n:n]
+		q.calls = append([]*replicaCall(nil), q.calls[n:]...)
+		q.mu.Unlock()
+		s.replicaBatch(q, batch)
+	}
+}
+
+// replicaBatch sends one batch and answers its calls. Gate calls Redis
+// answers NOSCRIPT (a restarted or promoted Redis has no script cache) are
+// sent again with EVAL, followed by their own SET and WAIT.
+func (s *Service) replicaBatch(q *replicaQueue, batch []*replicaCall) {
+	d := s.cfg.Durability
+	ctx, cancel := context.WithTimeout(context.Background(), d.ReplicaTimeout+replicaSlack)
+	defer cancel()
+	defer func() {
+		for _, c := range batch {
+			close(c.done)
+		}
+	}()
+	err := s.client.Dedicated(func(dc rueidis.DedicatedClient) error {
+		calls, sha := batch, true
+		for len(calls) > 0 {
+			cmds := make(rueidis.Commands, 0, len(calls)+2)
+			gates := calls[:0:0]
+			for _, c := range calls {
+				if c.args != nil {
+					cmds = append(cmds, gateCmd(dc, q.gateKeys, c.args, sha))
+					gates = append(gates, c)
+				}
+			}
+			cmds = append(cmds,
+				dc.B().Set().Key(q.syncKey).Value("1").ExSeconds(syncTTL).Build(),
+				dc.B().Wait().Numreplicas(int64(d.MinReplicas)).Timeout(max(d.ReplicaTimeout.Milliseconds(), 1)).Build())
+			res := dc.DoMulti(ctx, cmds...)
+			acked, err := res[len(res)-1].AsInt64()
+			durable := err == nil && res[len(res)-2].Error() == nil && acked >= int64(d.MinReplicas)
+			for _, c := range calls {
+				c.durable = durable
+			}
+			calls = calls[:0:0]
+			for i, c := range gates {
+				c.reply, c.err = res[i].ToArray()
+				if e, ok := rueidis.IsRedisErr(c.err); ok && e.IsNoScript() && sha {
+					calls = append(calls, c)
+				}
+			}
+			sha = false
+		}
+		return nil
+	})
+	if err != nil {
+		for _, c := range batch {
+			if c.err == nil && c.reply == nil {
+				c.err, c.durable = err, false
+			}
+		}
+	}
+}
+
+// gateCmd returns the gate script call for args: EVALSHA, or EVAL.
+func gateCmd(dc rueidis.DedicatedClient, keys, args []string, sha bool) rueidis.Completed {
+	if sha {
+		return dc.B().Evalsha().Sha1(gateSHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	}
+	return dc.B().Eval().Script(gateLua).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+}
+
+// confirmReplicated returns nil once what Redis has executed so far for
+// the voucher — an order just found there — is on the replicas, or the
+// answer for a buyer when they do not acknowledge it in time.
+func (s *Service) confirmReplicated(ctx context.Context, voucherID int64) error {
+	_, durable, err := s.replicate(ctx, voucherID, nil)
+	if err != nil {
+		return unavailable("wait for replicas", err)
+	}
+	if !durable {
+		return notDurable("the order is not yet safe on enough Redis replicas; try again")
+	}
+	return nil
+}
