@@ -144,7 +144,8 @@ func (s *Service) keep(voucherID int64, l *local) {
 	s.locals.LoadOrStore(voucherID, l)
 }
 
-// unavailable wraps a Redis error as EUnavailable: the caller may retry.
+// unavailable wraps a Redis error as EUnavailable: the caller may retry
+// (after a hint when Redis is full).
 func unavailable(op string, err error) error {
-	return fmt.Errorf("async: %s: %w: %w", op, flashsale.Errorf(flashsale.EUnavailable, "the order service is unavailable, try again"), err)
+	return fmt.Errorf("async: %s: %w: %w", op, redisUnavailable(err), err)
 }
