@@ -18,6 +18,8 @@
 //	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
 //	<prefix>{o<id>}         order pointer: "<voucher>:<user>", for a day
 //	<prefix>vouchers        set: ids of vouchers whose stream the consumers read
+//	<prefix>epoch           random id written when Redis is found empty (see Service.WatchEpoch)
+//	<prefix>epochs          stream: the data losses services noticed, for reconcile
 //
 // # The pipeline
 //
@@ -103,6 +105,11 @@ func (k keyspace) voucher(id int64) voucherKeys {
 func (k keyspace) order(id int64) string {
 	return k.prefix + "{o" + strconv.FormatInt(id, 10) + "}"
 }
+
+// epoch returns the key of the Redis epoch (see Service.WatchEpoch) and
+// epochs the key of the stream of the losses services noticed.
+func (k keyspace) epoch() string  { return k.prefix + "epoch" }
+func (k keyspace) epochs() string { return k.prefix + "epochs" }
 
 // registry returns the key of the set of vouchers with open streams.
 func (k keyspace) registry() string {

@@ -35,6 +35,8 @@ var (
 	restoreLua string
 	//go:embed repoint.lua
 	repointLua string
+	//go:embed epoch.lua
+	epochLua string
 
 	gateScript     = rueidis.NewLuaScript(gateLua)
 	loadScript     = rueidis.NewLuaScript(loadLua)
@@ -51,6 +53,7 @@ var (
 	requeueScript = rueidis.NewLuaScript(requeueLua)
 	restoreScript = rueidis.NewLuaScript(restoreLua)
 	repointScript = rueidis.NewLuaScript(repointLua)
+	epochScript   = rueidis.NewLuaScript(epochLua)
 )
 
 // The fields of stream entries, as the Lua scripts write them (gate.lua

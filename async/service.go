@@ -60,6 +60,8 @@ type Service struct {
 	// figures changes after creation, and those come from Redis.
 	statics sync.Map // int64 → flashsale.Voucher
 	loads   singleflight.Group
+	// epoch is what WatchEpoch remembers of Redis's epoch.
+	epoch epochState
 }
 
 // NewService returns a Service on the Redis client and the store.
@@ -80,6 +82,9 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 type local struct {
 	gateKeys []string // meta, buyers, orders
 	verdict  atomic.Pointer[verdict]
+	// accepted counts the orders the gate accepted here since WatchEpoch
+	// last found Redis whole.
+	accepted atomic.Int64
 }
 
 // verdict is a refusal remembered until a deadline.
@@ -139,9 +144,12 @@ func (s *Service) local(voucherID int64) (*local, bool) {
 	return s.keys.newLocal(voucherID), false
 }
 
-// keep records the state of a voucher the gate has found.
+// keep records the state of a voucher the gate has found. When another
+// request kept one first, the orders l counted move to it.
 func (s *Service) keep(voucherID int64, l *local) {
-	s.locals.LoadOrStore(voucherID, l)
+	if prev, loaded := s.locals.LoadOrStore(voucherID, l); loaded {
+		prev.(*local).accepted.Add(l.accepted.Swap(0))
+	}
 }
 
 // unavailable wraps a Redis error as EUnavailable: the caller may retry

@@ -46,6 +46,9 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 			if err != nil {
 				return err
 			}
+			if err := printEpochs(ctx, stdout, b.redis, b.prefix); err != nil {
+				return err
+			}
 			return printReports(stdout, reports)
 		}),
 	}
