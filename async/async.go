@@ -20,6 +20,7 @@
 //	<prefix>vouchers        set: ids of vouchers whose stream the consumers read
 //	<prefix>epoch           random id written when Redis is found empty (see Service.WatchEpoch)
 //	<prefix>epochs          stream: the data losses services noticed, for reconcile
+//	<prefix>retiring        sorted set: finished vouchers → when their keys are deleted
 //
 // # The pipeline
 //
@@ -42,8 +43,9 @@
 // buyers hash holds at most the voucher's stock; order pointers expire
 // (Config.PointerTTL); each instance refuses a sold-out or ended voucher
 // itself for a while (Config.VerdictTTL), without a Redis call. The keys
-// of a voucher whose sale is over stay until deleted by hand; the service
-// reloads them from MySQL if it is ordered again.
+// of a voucher whose sale is over, whose orders are all persisted and
+// which reconciliation finds nothing to say about are deleted
+// ConsumerConfig.RetireAfter later (retire.go); MySQL answers for it then.
 //
 // # What can be lost
 //
@@ -110,6 +112,11 @@ func (k keyspace) order(id int64) string {
 // epochs the key of the stream of the losses services noticed.
 func (k keyspace) epoch() string  { return k.prefix + "epoch" }
 func (k keyspace) epochs() string { return k.prefix + "epochs" }
+
+// retiring returns the key of the sorted set of vouchers whose sale is
+// over and drained: voucher id → when its keys may be deleted (ms since
+// 1970); see ConsumerConfig.RetireAfter.
+func (k keyspace) retiring() string { return k.prefix + "retiring" }
 
 // registry returns the key of the set of vouchers with open streams.
 func (k keyspace) registry() string {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/flashsale"
 	"github.com/redis/rueidis"
 )
 
@@ -158,7 +159,7 @@ func (s *Service) reportLoss(ctx context.Context, prev, cur string, counted map[
 		s.log.Error("async: recording the loss of Redis's data for reconcile", "err", err)
 	}
 	for id := range counted {
-		if err := s.Reload(ctx, id); err != nil {
+		if err := s.Reload(ctx, id); err != nil && flashsale.ErrorCode(err) != flashsale.EEnded {
 			s.log.Warn("async: reloading a voucher after Redis lost its data; the next order retries", "voucher", id, "err", err)
 		}
 	}

@@ -37,6 +37,8 @@ var (
 	repointLua string
 	//go:embed epoch.lua
 	epochLua string
+	//go:embed retire.lua
+	retireLua string
 
 	gateScript     = rueidis.NewLuaScript(gateLua)
 	loadScript     = rueidis.NewLuaScript(loadLua)
@@ -54,6 +56,7 @@ var (
 	restoreScript = rueidis.NewLuaScript(restoreLua)
 	repointScript = rueidis.NewLuaScript(repointLua)
 	epochScript   = rueidis.NewLuaScript(epochLua)
+	retireScript  = rueidis.NewLuaScript(retireLua)
 )
 
 // The fields of stream entries, as the Lua scripts write them (gate.lua
