@@ -14,7 +14,7 @@ import (
 
 // privateEnv is an env on a private redis-server of its own (the shared
 // one is never reconfigured) and a fresh MySQL database.
-func privateEnv(t *testing.T, opts ...testenv.ServerOption) (*env, *testenv.RedisServer) {
+func privateEnv(t testing.TB, opts ...testenv.ServerOption) (*env, *testenv.RedisServer) {
 	t.Helper()
 	srv := testenv.StartRedis(t, opts...)
 	dsn, url := mysqlDatabase(t)
