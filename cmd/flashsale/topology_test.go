@@ -156,3 +156,48 @@ func TestServeRefusesAnEvictingRedis(t *testing.T) {
 	}
 	res.Body.Close()
 }
+
+// TestFaultRedisRestartedEmptyMidSale restarts the service's Redis (no
+// persistence) empty mid-sale. The instance notices the new epoch and
+// logs it loudly, the voucher reloads from MySQL, the sale ends exact in
+// MySQL (nothing MySQL has is sold twice), and reconcile reports the loss.
+func TestFaultRedisRestartedEmptyMidSale(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	r := newSaleRig(t, testenv.MySQLURL(t))
+	r.redisURL, r.redis, r.prefix = srv.URL(), srv.Client(t), "fs:"
+	a := r.serveWith("--strategy", "async", "--claim-idle", "2s")
+	r.createVoucher(a.URL)
+	targets := func() []string { return []string{a.URL} }
+	s := &sale{accepted: map[int64]int64{}, codes: map[string]int{}}
+	r.buy(s, userRange(1, faultStock/3+100), targets, faultStock/3, srv.Restart)
+	for pass := 0; pass < 5 && r.redisStock(t) != 0; pass++ {
+		r.buy(s, userRange(1, faultUsers), targets, faultStock+1, nil)
+	}
+	db, err := store.Open(context.Background(), r.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := lab.NewAuditor(db, r.redis, r.prefix).Drain(context.Background(), r.voucher, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	au, err := db.AuditVoucher(context.Background(), r.voucher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if au.Orders != faultStock || au.Remaining != 0 || au.DistinctBuyers != faultStock || au.DuplicateBuyers != 0 {
+		t.Errorf("MySQL %+v; want %d orders by as many buyers, none left", au, faultStock)
+	}
+	log, err := os.ReadFile(a.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "REDIS LOST ITS DATA") {
+		t.Errorf("the instance did not log the loss:\n%s", log)
+	}
+	out, err := r.command("reconcile").Output()
+	t.Logf("reconcile: %v\n%s", err, out)
+	if !strings.Contains(string(out), "redis lost its data: noticed") {
+		t.Errorf("reconcile did not report the loss")
+	}
+}
