@@ -53,7 +53,11 @@
 // usually for milliseconds. A Redis that loses its data (a restart without
 // AOF, a failover to a replica that missed the write) loses those orders;
 // run Redis with appendonly yes and appendfsync everysec (or always) to
-// bound that. Everything else — consumer crashes, MySQL outages, orders
+// bound that. A Service notices such a loss by Redis's epoch
+// (Service.WatchEpoch), logs a bound on the orders lost, records it for
+// reconciliation and reloads its vouchers from MySQL, so nothing MySQL
+// holds is sold twice. A full Redis (maxmemory, noeviction) loses nothing:
+// every script runs whole or not at all (see IsOOM). Everything else — consumer crashes, MySQL outages, orders
 // MySQL refuses — loses nothing: entries stay in the stream until persisted
 // or moved, with their reason, to the dead-letter stream.
 package async
