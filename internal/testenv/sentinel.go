@@ -1,0 +1,276 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// SentinelSet is a private primary, its replica and three Sentinels
+// watching them (quorum 2, the primary is down after 1s unanswered), owned
+// by one test: every process is killed when the test ends.
+type SentinelSet struct {
+	name      string
+	nodes     [2]*RedisServer // the data nodes; which is primary changes
+	sentinels [3]*RedisServer
+}
+
+// Sentinel timings: fast enough for tests, slow enough that a loaded
+// machine does not see a healthy primary as down.
+const (
+	sentinelDownAfter       = "1000"
+	sentinelFailoverTimeout = "5000"
+)
+
+// StartSentinelSet starts a primary, a replica of it and three Sentinels
+// monitoring it under a unique master name, and waits until every
+// Sentinel knows the replica and the other Sentinels (a failover is
+// possible). opts apply to both data nodes.
+func StartSentinelSet(t testing.TB, opts ...ServerOption) *SentinelSet {
+	t.Helper()
+	s := &SentinelSet{name: "fs-" + Unique()}
+	for i := range s.nodes {
+		var base []ServerOption
+		if i == 1 {
+			base = []ServerOption{WithConfig("replicaof", s.nodes[0].Addr())}
+		}
+		s.nodes[i] = newRedisServer(t, t.TempDir(), base, nil, opts)
+		t.Cleanup(s.nodes[i].kill)
+		s.nodes[i].Start()
+	}
+	for i := range s.sentinels {
+		port := redisPort(t)
+		dir := t.TempDir()
+		var c serverConfig
+		c.set("port", fmt.Sprint(port))
+		c.set("bind", "127.0.0.1")
+		c.set("dir", dir)
+		c.set("logfile", filepath.Join(dir, "redis.log"))
+		c.set("sentinel monitor", fmt.Sprintf("%s 127.0.0.1 %d 2", s.name, s.nodes[0].port))
+		c.set("sentinel down-after-milliseconds", s.name+" "+sentinelDownAfter)
+		c.set("sentinel failover-timeout", s.name+" "+sentinelFailoverTimeout)
+		c.set("sentinel parallel-syncs", s.name+" 1")
+		s.sentinels[i] = newServer(t, dir, port, "sentinel.conf", c, []string{"--sentinel"})
+		t.Cleanup(s.sentinels[i].kill)
+		s.sentinels[i].Start()
+	}
+	s.waitDiscovered(t)
+	return s
+}
+
+// waitDiscovered waits until every Sentinel sees the replica and the two
+// other Sentinels (they find each other through the primary, every 2s).
+func (s *SentinelSet) waitDiscovered(t testing.TB) {
+	t.Helper()
+	waitFor(t, startTimeout, "the Sentinels to discover the replica and each other", func(ctx context.Context) error {
+		for _, sn := range s.sentinels {
+			m, err := sn.do(ctx, "SENTINEL", "MASTER", s.name).AsStrMap()
+			if err != nil {
+				return fmt.Errorf("%s: %w", sn.Addr(), err)
+			}
+			if m["num-slaves"] != "1" || m["num-other-sentinels"] != "2" {
+				return fmt.Errorf("%s sees %s replicas and %s other sentinels", sn.Addr(), m["num-slaves"], m["num-other-sentinels"])
+			}
+		}
+		return nil
+	}, s.logs)
+}
+
+// MasterName returns the name the Sentinels monitor the primary under.
+func (s *SentinelSet) MasterName() string { return s.name }
+
+// SentinelAddrs returns the Sentinels' addresses.
+func (s *SentinelSet) SentinelAddrs() []string {
+	addrs := make([]string, len(s.sentinels))
+	for i, sn := range s.sentinels {
+		addrs[i] = sn.Addr()
+	}
+	return addrs
+}
+
+// Sentinels returns the Sentinel processes (to kill one, say).
+func (s *SentinelSet) Sentinels() []*RedisServer { return s.sentinels[:] }
+
+// URL returns the set in the form rueidis.ParseURL reads as Sentinel:
+// redis://sentinel1/0?addr=sentinel2&addr=sentinel3&master_set=NAME.
+func (s *SentinelSet) URL() string {
+	q := url.Values{}
+	for _, a := range s.SentinelAddrs()[1:] {
+		q.Add("addr", a)
+	}
+	q.Set("master_set", s.name)
+	return "redis://" + s.sentinels[0].Addr() + "/0?" + q.Encode()
+}
+
+// ClientOption returns client options that find the primary through the
+// Sentinels, without client-side caching.
+func (s *SentinelSet) ClientOption() rueidis.ClientOption {
+	return rueidis.ClientOption{
+		InitAddress:  s.SentinelAddrs(),
+		Sentinel:     rueidis.SentinelOption{MasterSet: s.name},
+		DisableCache: true,
+	}
+}
+
+// Client returns a Sentinel client of the set, closed when the test ends.
+func (s *SentinelSet) Client(t testing.TB) rueidis.Client {
+	t.Helper()
+	return newClient(t, s.ClientOption())
+}
+
+// Primary returns the data node the Sentinels report as primary (the
+// first Sentinel that answers decides).
+func (s *SentinelSet) Primary() *RedisServer {
+	t := *s.nodes[0].owner.Load()
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	for _, sn := range s.sentinels {
+		var addr string
+		if addr, err = s.reportedPrimary(ctx, sn); err == nil {
+			return s.node(t, addr)
+		}
+	}
+	t.Fatalf("testenv: no Sentinel reports a primary: %v", err)
+	return nil
+}
+
+// Replica returns the data node that is not the primary.
+func (s *SentinelSet) Replica() *RedisServer {
+	if p := s.Primary(); p == s.nodes[0] {
+		return s.nodes[1]
+	}
+	return s.nodes[0]
+}
+
+// KillPrimary kills the current primary with SIGKILL and returns it; Start
+// brings it back, and the Sentinels make it a replica of the new primary.
+func (s *SentinelSet) KillPrimary() *RedisServer {
+	p := s.Primary()
+	p.Kill()
+	return p
+}
+
+// WaitFailover waits until every Sentinel that answers reports a primary
+// other than old (an address) and that node answers ROLE as master;
+// it returns the new primary's address.
+func (s *SentinelSet) WaitFailover(t testing.TB, old string, timeout time.Duration) string {
+	t.Helper()
+	var primary string
+	waitFor(t, timeout, "a Sentinel failover away from "+old, func(ctx context.Context) error {
+		primary = ""
+		for _, sn := range s.sentinels {
+			addr, err := s.reportedPrimary(ctx, sn)
+			if err != nil {
+				continue // a Sentinel the test has killed
+			}
+			if addr == old {
+				return fmt.Errorf("%s still reports %s", sn.Addr(), old)
+			}
+			if primary != "" && addr != primary {
+				return fmt.Errorf("Sentinels disagree: %s and %s", primary, addr)
+			}
+			primary = addr
+		}
+		if primary == "" {
+			return fmt.Errorf("no Sentinel answers")
+		}
+		role, err := s.node(t, primary).do(ctx, "ROLE").ToArray()
+		if err != nil {
+			return err
+		}
+		if r, _ := role[0].ToString(); r != "master" {
+			return fmt.Errorf("%s is %s", primary, r)
+		}
+		return nil
+	}, s.logs)
+	return primary
+}
+
+// WaitReplicaSync waits until the replica is connected to the primary and
+// has everything the primary had written when it was called.
+func (s *SentinelSet) WaitReplicaSync(t testing.TB) {
+	t.Helper()
+	p, r := s.Primary(), s.Replica()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	pi, err := p.info(ctx, "replication")
+	cancel()
+	if err != nil {
+		t.Fatalf("testenv: INFO replication on the primary %s: %v", p.Addr(), err)
+	}
+	want, _ := strconv.ParseInt(pi["master_repl_offset"], 10, 64)
+	waitFor(t, startTimeout, "the replica to catch up", func(ctx context.Context) error {
+		ri, err := r.info(ctx, "replication")
+		if err != nil {
+			return err
+		}
+		if ri["master_link_status"] != "up" || ri["master_port"] != strconv.Itoa(p.port) {
+			return fmt.Errorf("%s: link to %s:%s %s", r.Addr(), ri["master_host"], ri["master_port"], ri["master_link_status"])
+		}
+		got, _ := strconv.ParseInt(ri["slave_repl_offset"], 10, 64)
+		if got < want {
+			return fmt.Errorf("%s at offset %d, primary at %d", r.Addr(), got, want)
+		}
+		return nil
+	}, s.logs)
+}
+
+// reportedPrimary asks one Sentinel for the primary's address.
+func (s *SentinelSet) reportedPrimary(ctx context.Context, sn *RedisServer) (string, error) {
+	hp, err := sn.do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.name).AsStrSlice()
+	if err != nil {
+		return "", err
+	}
+	if len(hp) != 2 {
+		return "", fmt.Errorf("%s: GET-MASTER-ADDR-BY-NAME: %v", sn.Addr(), hp)
+	}
+	return hp[0] + ":" + hp[1], nil
+}
+
+// node returns the data node at addr.
+func (s *SentinelSet) node(t testing.TB, addr string) *RedisServer {
+	t.Helper()
+	for _, n := range s.nodes {
+		if n.Addr() == addr {
+			return n
+		}
+	}
+	t.Fatalf("testenv: the Sentinels report %s, which is not a node of the set", addr)
+	return nil
+}
+
+// logs returns the log tails of every process of the set.
+func (s *SentinelSet) logs() string {
+	var b strings.Builder
+	for _, n := range append(s.nodes[:], s.sentinels[:]...) {
+		b.WriteString(n.LogTail(15))
+	}
+	return b.String()
+}
+
+// waitFor polls check until it returns nil, failing the test with what
+// the last check said and logs() when timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, check func(context.Context) error, logs func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := check(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: waited %v for %s: %v\n%s", timeout, what, err, logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
