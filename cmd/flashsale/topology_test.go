@@ -60,6 +60,7 @@ func TestFaultSentinelFailoverMidSale(t *testing.T) {
 	for id := range s.accepted {
 		before[id] = true
 	}
+	oldLog, newLog := primary.LogTail(25), set.Primary().LogTail(40)
 	t.Logf("failover from %s to %s; %d accepted before, refusals %v", primary.Addr(), promoted, len(before), s.codes)
 	// Buyers refused while Redis was down try again, until the stock is
 	// gone (a few passes: the clients need a moment to find the new
@@ -98,6 +99,10 @@ func TestFaultSentinelFailoverMidSale(t *testing.T) {
 		}
 	}
 	t.Logf("accepted %d (%d after the failover); lost with the old primary: %d", len(s.accepted), len(s.accepted)-len(before), lost)
+	if lost > 0 || t.Failed() {
+		// What the replica had when it was promoted explains the loss.
+		t.Logf("old primary:\n%s\npromoted replica:\n%s", oldLog, newLog)
+	}
 
 	// The lock strategy, on the new primary, sells exactly too.
 	r.createVoucher(locked.URL)
