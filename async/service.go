@@ -52,6 +52,8 @@ type Service struct {
 	keys   keyspace
 	cfg    Config
 	log    *slog.Logger
+	// epoch is what WatchEpoch remembers of Redis's epoch.
+	epoch epochState
 
 	// locals holds, per voucher that exists, its gate keys and the
 	// instance's remembered verdict.
@@ -60,8 +62,6 @@ type Service struct {
 	// figures changes after creation, and those come from Redis.
 	statics sync.Map // int64 → flashsale.Voucher
 	loads   singleflight.Group
-	// epoch is what WatchEpoch remembers of Redis's epoch.
-	epoch epochState
 }
 
 // NewService returns a Service on the Redis client and the store.
@@ -82,6 +82,7 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 type local struct {
 	gateKeys []string // meta, buyers, orders
 	verdict  atomic.Pointer[verdict]
+
 	// accepted counts the orders the gate accepted here since WatchEpoch
 	// last found Redis whole.
 	accepted atomic.Int64

@@ -39,7 +39,7 @@ func StartSentinelSet(t testing.TB, opts ...ServerOption) *SentinelSet {
 	for i := range s.nodes {
 		var base []ServerOption
 		if i == 1 {
-			base = []ServerOption{WithConfig("replicaof", strings.Replace(s.nodes[0].Addr(), ":", " ", 1))}
+			base = []ServerOption{WithConfig("replicaof", "127.0.0.1 "+strconv.Itoa(s.nodes[0].port))}
 		}
 		s.nodes[i] = newRedisServer(t, t.TempDir(), base, nil, opts)
 		t.Cleanup(s.nodes[i].kill)
