@@ -316,6 +316,9 @@ func (s *RedisServer) do(ctx context.Context, args ...string) rueidis.RedisResul
 	if s.admin == nil {
 		opt := s.ClientOption()
 		opt.DisableRetry = true
+		// RESP2: CLUSTER INFO comes as a plain string, not a RESP3
+		// verbatim one with a "txt:" prefix.
+		opt.AlwaysRESP2 = true
 		c, err := rueidis.NewClient(opt)
 		if err != nil {
 			s.mu.Unlock()

@@ -6,6 +6,30 @@
 // FLASHSALE_TEST_REDIS (host:port, default 127.0.0.1:6379) and
 // FLASHSALE_TEST_MYSQL (user:pass@tcp(host:port)/, default
 // root@tcp(127.0.0.1:3306)/) point the tests elsewhere.
+//
+// Tests that cause Redis faults get private topologies instead, as child
+// redis-server processes on their own ports (20000-31999, below the
+// kernel's ephemeral range) and directories; the shared server is never
+// touched. Every process is killed when its test ends (SharedCluster's
+// when RunMain returns), and on Linux also when the test binary dies
+// (Pdeathsig). A missing redis-server or a topology that does not come up
+// fails the test with the tail of the servers' logs.
+//
+//   - StartRedis(t, opts...) *RedisServer: one node; WithAOF, WithConfig.
+//     Kill (SIGKILL), Stop (SIGTERM), Start (same port, dir and config:
+//     an AOF survives; waits past LOADING), Restart. Addr, URL,
+//     ClientOption and Client talk to that node only.
+//   - StartSentinelSet(t, opts...) *SentinelSet: a primary, a replica and
+//     three Sentinels (quorum 2, down after 1s). URL is
+//     redis://s1/0?addr=s2&addr=s3&master_set=NAME (rueidis.ParseURL);
+//     Primary, Replica, KillPrimary, WaitFailover, WaitReplicaSync.
+//   - StartCluster(t, opts...) *Cluster: three masters with a replica each
+//     (WithoutReplicas: none), node timeout 1s. URL is
+//     redis://m1?addr=m2&addr=m3; MasterOf, KillMasterOf, WaitFailover,
+//     MigrateSlot (safe while clients write). Slot is the hash slot of a key.
+//   - SharedCluster(t): one cluster per test binary, checked on every call
+//     and replaced if a test left it unhealthy; needs
+//     func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }.
 package testenv
 
 import (
