@@ -19,6 +19,9 @@
 //	<prefix>{v<id>}:sync    durability replica: written before each WAIT, expires
 //	<prefix>{o<id>}         order pointer: "<voucher>:<user>", for a day
 //	<prefix>vouchers        set: ids of vouchers whose stream the consumers read
+//	<prefix>epoch           random id written when Redis is found empty (see Service.WatchEpoch)
+//	<prefix>epochs          stream: the data losses services noticed, for reconcile
+//	<prefix>retiring        sorted set: finished vouchers → when their keys are deleted
 //
 // # The pipeline
 //
@@ -41,8 +44,9 @@
 // buyers hash holds at most the voucher's stock; order pointers expire
 // (Config.PointerTTL); each instance refuses a sold-out or ended voucher
 // itself for a while (Config.VerdictTTL), without a Redis call. The keys
-// of a voucher whose sale is over stay until deleted by hand; the service
-// reloads them from MySQL if it is ordered again.
+// of a voucher whose sale is over, whose orders are all persisted and
+// which reconciliation finds nothing to say about are deleted
+// ConsumerConfig.RetireAfter later (retire.go); MySQL answers for it then.
 //
 // # What can be lost
 //
@@ -71,6 +75,12 @@
 //     or a new order if it vanished. A duplicate_order refusal and a lookup
 //     of a pending order are answered only once the order they reveal is
 //     replicated, too.
+//
+// A Service notices that Redis lost its data by Redis's epoch
+// (Service.WatchEpoch): it logs a bound on the orders lost, records the
+// loss for reconciliation and reloads its vouchers from MySQL, so nothing
+// MySQL holds is sold twice. A full Redis (maxmemory, noeviction) loses
+// nothing: every script runs whole or not at all (see IsOOM).
 //
 // Everything else — consumer crashes, MySQL outages, orders MySQL refuses —
 // loses nothing in any mode: entries stay in the stream until persisted or
@@ -128,6 +138,16 @@ func (k keyspace) voucher(id int64) voucherKeys {
 func (k keyspace) order(id int64) string {
 	return k.prefix + "{o" + strconv.FormatInt(id, 10) + "}"
 }
+
+// epoch returns the key of the Redis epoch (see Service.WatchEpoch) and
+// epochs the key of the stream of the losses services noticed.
+func (k keyspace) epoch() string  { return k.prefix + "epoch" }
+func (k keyspace) epochs() string { return k.prefix + "epochs" }
+
+// retiring returns the key of the sorted set of vouchers whose sale is
+// over and drained: voucher id → when its keys may be deleted (ms since
+// 1970); see ConsumerConfig.RetireAfter.
+func (k keyspace) retiring() string { return k.prefix + "retiring" }
 
 // registry returns the key of the set of vouchers with open streams.
 func (k keyspace) registry() string {

@@ -49,6 +49,12 @@ type ConsumerConfig struct {
 	// PersistTimeout bounds one attempt to persist a batch (default
 	// ClaimIdle/3), so a hung MySQL connection becomes a retry.
 	PersistTimeout time.Duration
+	// RetireAfter is how long the keys of a finished sale (over, every
+	// order persisted, nothing open in reconciliation) stay in Redis after
+	// a consumer found it so (default 1h; negative: forever). Audit is
+	// where reconciliation reads MySQL; without it keys are never retired.
+	RetireAfter time.Duration
+	Audit       AuditStore
 	// Logger gets dead letters, retries and lost entries (default
 	// slog.Default()).
 	Logger *slog.Logger
@@ -102,6 +108,7 @@ func NewConsumer(client rueidis.Client, db Persister, cfg ConsumerConfig) *Consu
 	cfg.RetryMin = orDefault(cfg.RetryMin, 100*time.Millisecond)
 	cfg.RetryMax = orDefault(cfg.RetryMax, 5*time.Second)
 	cfg.PersistTimeout = orDefault(cfg.PersistTimeout, cfg.ClaimIdle/3)
+	cfg.RetireAfter = orDefault(cfg.RetireAfter, time.Hour)
 	cfg.Logger = orDefault(cfg.Logger, slog.Default())
 	return &Consumer{client: client, db: db, keys: keyspace{cfg.Prefix}, cfg: cfg,
 		log: cfg.Logger.With("consumer", cfg.Name)}
@@ -166,6 +173,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 					wg.Go(func() { w.run(wctx) })
 				}
 			}
+		}
+		if err := c.sweepRetiring(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("async: retiring finished sales", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -69,6 +69,10 @@ type Report struct {
 	// Loaded is false when the voucher is not in Redis; the Redis figures
 	// are zero then.
 	Loaded bool
+	// Retired is true when the voucher is not in Redis because its sale
+	// is over: its keys were retired (or lost after it ended), which is no
+	// difference.
+	Retired bool
 	// From Redis: stock left and initial stock, buyers accepted, accepted
 	// orders not acknowledged by the consumers yet, and dead letters.
 	Stock, InitialStock, Buyers, InFlight, DeadLetters int

@@ -99,6 +99,7 @@ func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.R
 	}
 	switch code {
 	case gateAccepted:
+		l.accepted.Add(1)
 		left, _ := res[1].AsInt64()
 		entry, _ := res[2].ToString()
 		if left == 0 {

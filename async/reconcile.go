@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flashsale/flashsale/store"
 	"github.com/redis/rueidis"
@@ -151,7 +152,13 @@ func (r *Reconciler) voucher(ctx context.Context, id int64, fix bool) (*Report, 
 			audit.Stock, audit.Remaining, audit.Orders, audit.DuplicateBuyers)})
 	}
 	if !rep.Loaded {
-		rep.add(Diff{Kind: DiffNotLoaded, Detail: "the voucher is not in Redis"})
+		// A sale that is over leaves Redis once drained (retire.go).
+		if rep.Retired, err = r.over(ctx, id); err != nil {
+			return nil, err
+		}
+		if !rep.Retired {
+			rep.add(Diff{Kind: DiffNotLoaded, Detail: "the voucher is not in Redis"})
+		}
 		return rep, nil
 	}
 	if snap.stock+snap.buyers != rep.InitialStock || rep.InitialStock != audit.Stock {
@@ -172,6 +179,15 @@ func (r *Reconciler) voucher(ctx context.Context, id int64, fix bool) (*Report, 
 		r.log.Warn("async: reconcile: difference", "voucher", id, "kind", d.Kind, "user", d.UserID, "order", d.OrderID, "detail", d.Detail, "fixed", d.Fixed)
 	}
 	return rep, nil
+}
+
+// over reports whether a voucher's sale is over, by this process's clock.
+func (r *Reconciler) over(ctx context.Context, id int64) (bool, error) {
+	v, err := r.db.Voucher(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return !time.Now().Before(v.EndTime), nil
 }
 
 // compare reports the differences between the buyers and the orders, and

@@ -35,6 +35,10 @@ var (
 	restoreLua string
 	//go:embed repoint.lua
 	repointLua string
+	//go:embed epoch.lua
+	epochLua string
+	//go:embed retire.lua
+	retireLua string
 
 	gateScript     = rueidis.NewLuaScript(gateLua)
 	loadScript     = rueidis.NewLuaScript(loadLua)
@@ -51,6 +55,8 @@ var (
 	requeueScript = rueidis.NewLuaScript(requeueLua)
 	restoreScript = rueidis.NewLuaScript(restoreLua)
 	repointScript = rueidis.NewLuaScript(repointLua)
+	epochScript   = rueidis.NewLuaScript(epochLua)
+	retireScript  = rueidis.NewLuaScript(retireLua)
 )
 
 // The fields of stream entries, as the Lua scripts write them (gate.lua

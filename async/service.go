@@ -55,6 +55,8 @@ type Service struct {
 	keys   keyspace
 	cfg    Config
 	log    *slog.Logger
+	// epoch is what WatchEpoch remembers of Redis's epoch.
+	epoch epochState
 
 	// locals holds, per voucher that exists, its gate keys and the
 	// instance's remembered verdict.
@@ -91,6 +93,10 @@ type local struct {
 	gateKeys []string // meta, buyers, orders
 	syncKey  string
 	verdict  atomic.Pointer[verdict]
+
+	// accepted counts the orders the gate accepted here since WatchEpoch
+	// last found Redis whole.
+	accepted atomic.Int64
 }
 
 // verdict is a refusal remembered until a deadline.
@@ -150,12 +156,16 @@ func (s *Service) local(voucherID int64) (*local, bool) {
 	return s.keys.newLocal(voucherID), false
 }
 
-// keep records the state of a voucher the gate has found.
+// keep records the state of a voucher the gate has found. When another
+// request kept one first, the orders l counted move to it.
 func (s *Service) keep(voucherID int64, l *local) {
-	s.locals.LoadOrStore(voucherID, l)
+	if prev, loaded := s.locals.LoadOrStore(voucherID, l); loaded {
+		prev.(*local).accepted.Add(l.accepted.Swap(0))
+	}
 }
 
-// unavailable wraps a Redis error as EUnavailable: the caller may retry.
+// unavailable wraps a Redis error as EUnavailable: the caller may retry
+// (after a hint when Redis is full).
 func unavailable(op string, err error) error {
-	return fmt.Errorf("async: %s: %w: %w", op, flashsale.Errorf(flashsale.EUnavailable, "the order service is unavailable, try again"), err)
+	return fmt.Errorf("async: %s: %w: %w", op, redisUnavailable(err), err)
 }

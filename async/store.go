@@ -42,6 +42,7 @@ type VoucherStore interface {
 // Reconciler's store.
 type AuditStore interface {
 	ListVouchers(ctx context.Context) ([]*flashsale.Voucher, error)
+	Voucher(ctx context.Context, id int64) (*flashsale.Voucher, error)
 	AuditVoucher(ctx context.Context, id int64) (store.Audit, error)
 	HeldOrders(ctx context.Context, voucherID int64) ([]flashsale.Order, error)
 }

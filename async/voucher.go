@@ -1,6 +1,7 @@
 package async
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -121,7 +122,8 @@ func (s *Service) static(ctx context.Context, id int64) (flashsale.Voucher, erro
 	return *v, nil
 }
 
-// Reload loads a voucher from MySQL into Redis if it is missing there: its
+// Reload loads a voucher from MySQL into Redis if it is missing there and
+// its sale is not over (then it returns EEnded): its
 // sale window, the stock MySQL has left, its buyers from MySQL's orders,
 // and the orders still in its stream (accepted but not persisted). It is
 // idempotent and safe to run from several instances at once: only the
@@ -152,6 +154,11 @@ func (s *Service) reload(ctx context.Context, voucherID int64) error {
 	}
 	if n == 1 {
 		return nil
+	}
+	// A sale that is over is not loaded again: its keys were retired (or
+	// lost) and MySQL answers for it.
+	if v, err := s.static(ctx, voucherID); err != nil || !time.Now().Before(v.EndTime) {
+		return cmp.Or(err, refusal(flashsale.EEnded, 0))
 	}
 	// One snapshot: the remaining stock and the orders that took the rest.
 	v, orders, err := s.db.VoucherSnapshot(ctx, voucherID)

@@ -232,7 +232,7 @@ func (w *worker) retireIfDone(ctx context.Context) error {
 	defer cancel()
 	if done, err = w.done(ctx); err == nil && done {
 		w.log.Info("async: the sale is over and every order is persisted; voucher retired from the registry")
-		return nil
+		return w.c.scheduleRetire(ctx, w.voucher)
 	}
 	return w.c.client.Do(ctx, w.c.client.B().Sadd().Key(w.c.keys.registry()).Member(id).Build()).Error()
 }

@@ -28,7 +28,7 @@ type backendFlags struct {
 }
 
 func (f *backendFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.redis, "redis", "", "Redis URL (redis://host:port/db); empty: an embedded in-process Redis, for trying things out")
+	fs.StringVar(&f.redis, "redis", "", "Redis URL: redis://host:port/db for one node, redis://sentinel1:port/db?addr=sentinel2:port&addr=sentinel3:port&master_set=NAME through Sentinel; empty: an embedded in-process Redis, for trying things out")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", async.DefaultPrefix, "prefix of every Redis key (several deployments can share one Redis)")
 	fs.StringVar(&f.db, "db", "", "database URL (mysql://user:pass@host:port/name, the database must exist; or sqlite:///path.db); empty: an embedded SQLite file, for trying things out")
 }
@@ -84,6 +84,11 @@ func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *bac
 		return nil, fmt.Errorf("connecting to Redis at %s: %w", b.redisURL, err)
 	}
 	b.closers = append(b.closers, b.redis.Close)
+	if f.redis != "" {
+		if err := checkEvictionPolicy(ctx, b.redis, log); err != nil {
+			return nil, err
+		}
+	}
 	if b.dbURL == "" {
 		dir, err := os.MkdirTemp("", "flashsale-")
 		if err != nil {

@@ -22,12 +22,14 @@ type consumerFlags struct {
 	maxDeliv  int64
 	// measure wraps what the consumer persists through (observe.go).
 	measure func(async.Persister) async.Persister
+	retire  time.Duration
 }
 
 func (f *consumerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "consumer-name", "", "this consumer's name in the group (default hostname-pid-random; must be unique per process)")
 	fs.IntVar(&f.batch, "batch", 500, "orders per read and per MySQL transaction")
 	fs.DurationVar(&f.claimIdle, "claim-idle", 30*time.Second, "take over entries a dead consumer left unacknowledged this long")
+	fs.DurationVar(&f.retire, "retire-after", time.Hour, "delete a finished sale's Redis keys this long after it is over and drained with nothing open in reconcile (negative: never); MySQL answers for it then")
 	fs.Int64Var(&f.maxDeliv, "max-deliveries", 5, "persist an entry delivered more than this many times on its own; dead-letter it when that many attempts on its own died")
 }
 
@@ -55,6 +57,15 @@ func needServers(cmd string, b backendFlags) error {
 	return nil
 }
 
+// retireAfter is --retire-after as ConsumerConfig takes it, where 0 means
+// the default: a flag of 0 retires at the next sweep.
+func (f *consumerFlags) retireAfter() time.Duration {
+	if f.retire == 0 {
+		return time.Nanosecond
+	}
+	return f.retire
+}
+
 func (f *consumerFlags) new(b *backends, log *slog.Logger) *async.Consumer {
 	return async.NewConsumer(b.redis, f.persister(b), async.ConsumerConfig{
 		Prefix:        b.prefix,
@@ -62,6 +73,8 @@ func (f *consumerFlags) new(b *backends, log *slog.Logger) *async.Consumer {
 		BatchSize:     f.batch,
 		ClaimIdle:     f.claimIdle,
 		MaxDeliveries: f.maxDeliv,
+		RetireAfter:   f.retireAfter(),
+		Audit:         b.db,
 		Logger:        log,
 	})
 }

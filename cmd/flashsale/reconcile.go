@@ -49,6 +49,9 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 			if err != nil {
 				return err
 			}
+			if err := printEpochs(ctx, stdout, b.redis, b.prefix); err != nil {
+				return err
+			}
 			return printReports(stdout, reports)
 		}),
 	}
@@ -81,8 +84,12 @@ func printReports(w io.Writer, reports []*async.Report) error {
 	fmt.Fprintln(tw, "voucher\tloaded\tredis stock\tbuyers\tin flight\tdead\tmysql remaining\tmysql orders\tdifferences")
 	open := 0
 	for _, r := range reports {
-		fmt.Fprintf(tw, "%d\t%v\t%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\n",
-			r.VoucherID, r.Loaded, r.Stock, r.InitialStock, r.Buyers, r.InFlight, r.DeadLetters, r.Remaining, r.Orders, len(r.Diffs))
+		loaded := fmt.Sprint(r.Loaded)
+		if r.Retired {
+			loaded = "retired"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\n",
+			r.VoucherID, loaded, r.Stock, r.InitialStock, r.Buyers, r.InFlight, r.DeadLetters, r.Remaining, r.Orders, len(r.Diffs))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

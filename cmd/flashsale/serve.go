@@ -308,7 +308,8 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 		n, berr := svc.Backlog(ctx)
 		return map[string]any{"backlog": n}, errors.Join(err, berr)
 	}
-	return &services{vouchers: svc, orders: svc, consumer: cfg.consumer.new(b, log), ready: ready, close: func() {}}, nil
+	stopWatch := watchEpoch(svc, log)
+	return &services{vouchers: svc, orders: svc, consumer: cfg.consumer.new(b, log), ready: ready, close: stopWatch}, nil
 }
 
 // newSyncServices builds one of the synchronous strategies, with a lock

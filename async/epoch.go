@@ -1,0 +1,189 @@
+package async
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/redis/rueidis"
+)
+
+// epochState is what a Service remembers of Redis's epoch.
+type epochState struct {
+	mu      sync.Mutex
+	current string          // "" before the first check
+	backlog map[int64]int64 // voucher → orders not persisted at the last check that found Redis whole
+}
+
+// EpochLoss is a loss of Redis's data that a service noticed: Redis's
+// epoch changed under it (a restart without persistence, a failover to a
+// replica that had been reset, a FLUSHALL).
+type EpochLoss struct {
+	Noticed         time.Time
+	Previous, Epoch string
+	By              string // the instance that noticed, hostname-pid-random
+	// MayBeLost bounds, from above, the accepted orders that were not
+	// persisted when Redis lost them, as far as the instance that noticed
+	// knows: the orders of its vouchers not persisted at its last check
+	// plus the orders it accepted since. Other instances add their own
+	// entries; orders whose gate reply was lost are not counted.
+	MayBeLost int64
+	// Vouchers lists "voucher:bound" for each voucher that may have lost
+	// orders, comma-separated.
+	Vouchers string
+}
+
+// WatchEpoch runs CheckEpoch every interval until ctx is done, logging
+// what fails. The serve command runs it beside the gate.
+func (s *Service) WatchEpoch(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := s.CheckEpoch(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("async: checking Redis's epoch", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// CheckEpoch reads Redis's epoch (writing a new one when there is none)
+// and reports whether it differs from the one this Service saw last:
+// Redis lost its data. Then it logs loudly which vouchers may have lost
+// accepted orders and how many at most, records the loss in Redis for
+// reconcile (ReadEpochs) and reloads those vouchers from MySQL. Nothing
+// MySQL holds is sold twice: a reload restores the buyers and stock MySQL
+// has, and the consumer records the buyers of orders it persists after
+// the reload (ack.lua).
+func (s *Service) CheckEpoch(ctx context.Context) (lost bool, err error) {
+	s.epoch.mu.Lock()
+	defer s.epoch.mu.Unlock()
+	// The counters first, then the backlog, then the epoch: an order
+	// accepted before the counters were taken is in the backlog unless it
+	// was persisted, and a backlog read from an emptied Redis shows as a
+	// changed epoch right after, so it is never trusted.
+	kept := map[int64]*local{}
+	s.locals.Range(func(k, v any) bool { kept[k.(int64)] = v.(*local); return true })
+	counted := make(map[int64]int64, len(kept))
+	for id, l := range kept {
+		counted[id] = l.accepted.Swap(0)
+	}
+	giveBack := func() {
+		for id, n := range counted {
+			kept[id].accepted.Add(n)
+		}
+	}
+	backlogs, err := s.voucherBacklogs(ctx, kept)
+	if err != nil {
+		giveBack()
+		return false, err
+	}
+	candidate := make([]byte, 8)
+	_, _ = rand.Read(candidate) // never fails
+	res, err := epochScript.Exec(ctx, s.client, []string{s.keys.epoch()},
+		[]string{hex.EncodeToString(candidate) + "@" + time.Now().UTC().Format(time.RFC3339)}).ToArray()
+	if err != nil {
+		giveBack()
+		return false, fmt.Errorf("async: epoch: %w", err)
+	}
+	cur, err := res[1].ToString()
+	if err != nil {
+		giveBack()
+		return false, fmt.Errorf("async: epoch: %w", err)
+	}
+	prev := s.epoch.current
+	s.epoch.current = cur
+	if prev == "" || prev == cur {
+		s.epoch.backlog = backlogs
+		return false, nil
+	}
+	s.reportLoss(ctx, prev, cur, counted)
+	s.epoch.backlog = nil
+	return true, nil
+}
+
+// voucherBacklogs returns how many orders of each voucher are not
+// persisted, in one pipeline.
+func (s *Service) voucherBacklogs(ctx context.Context, vouchers map[int64]*local) (map[int64]int64, error) {
+	ids := make([]int64, 0, len(vouchers))
+	execs := make([]rueidis.LuaExec, 0, len(vouchers))
+	for id := range vouchers {
+		vk := s.keys.voucher(id)
+		ids = append(ids, id)
+		execs = append(execs, rueidis.LuaExec{Keys: []string{vk.orders, vk.meta}, Args: []string{s.cfg.Group}})
+	}
+	backlogs := make(map[int64]int64, len(ids))
+	for i, r := range backlogScript.ExecMulti(ctx, s.client, execs...) {
+		v, err := r.AsIntSlice()
+		if err != nil {
+			return nil, fmt.Errorf("async: backlog of voucher %d: %w", ids[i], err)
+		}
+		backlogs[ids[i]] = v[0]
+	}
+	return backlogs, nil
+}
+
+// reportLoss logs a loss of Redis's data, records it for reconcile and
+// reloads the vouchers this instance sold from MySQL.
+func (s *Service) reportLoss(ctx context.Context, prev, cur string, counted map[int64]int64) {
+	var total int64
+	var parts []string
+	for id, n := range counted {
+		b := s.epoch.backlog[id]
+		if n+b > 0 {
+			total += n + b
+			parts = append(parts, fmt.Sprintf("%d:%d", id, n+b))
+			s.log.Error("REDIS LOST ITS DATA: orders of this voucher accepted but not persisted are lost",
+				"voucher", id, "unpersisted_at_last_check", b, "accepted_since", n, "may_be_lost", n+b)
+		}
+	}
+	sort.Strings(parts)
+	loss := EpochLoss{Noticed: time.Now(), Previous: prev, Epoch: cur, By: defaultName(), MayBeLost: total, Vouchers: strings.Join(parts, ",")}
+	s.log.Error("REDIS LOST ITS DATA (its epoch changed): vouchers reload from MySQL, orders accepted but not persisted are lost; run flashsale reconcile",
+		"previous_epoch", prev, "epoch", cur, "may_be_lost", total, "vouchers", loss.Vouchers)
+	cmd := s.client.B().Xadd().Key(s.keys.epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
+		FieldValue("noticed", strconv.FormatInt(loss.Noticed.UnixMilli(), 10)).
+		FieldValue("previous", prev).FieldValue("epoch", cur).FieldValue("by", loss.By).
+		FieldValue("may_be_lost", strconv.FormatInt(total, 10)).FieldValue("vouchers", loss.Vouchers).Build()
+	if err := s.client.Do(ctx, cmd).Error(); err != nil {
+		s.log.Error("async: recording the loss of Redis's data for reconcile", "err", err)
+	}
+	for id := range counted {
+		if err := s.Reload(ctx, id); err != nil && flashsale.ErrorCode(err) != flashsale.EEnded {
+			s.log.Warn("async: reloading a voucher after Redis lost its data; the next order retries", "voucher", id, "err", err)
+		}
+	}
+}
+
+// ReadEpochs returns Redis's current epoch ("" when there is none: no
+// service ran since Redis was emptied) and the losses services recorded,
+// oldest first, under prefix (DefaultPrefix when empty).
+func ReadEpochs(ctx context.Context, client rueidis.Client, prefix string) (current string, losses []EpochLoss, err error) {
+	k := keyspace{orDefault(prefix, DefaultPrefix)}
+	current, err = client.Do(ctx, client.B().Get().Key(k.epoch()).Build()).ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return "", nil, fmt.Errorf("async: epoch: %w", err)
+	}
+	entries, err := client.Do(ctx, client.B().Xrange().Key(k.epochs()).Start("-").End("+").Build()).AsXRange()
+	if err != nil {
+		return current, nil, fmt.Errorf("async: epochs: %w", err)
+	}
+	for _, e := range entries {
+		f := e.FieldValues
+		ms, _ := strconv.ParseInt(f["noticed"], 10, 64)
+		n, _ := strconv.ParseInt(f["may_be_lost"], 10, 64)
+		losses = append(losses, EpochLoss{Noticed: time.UnixMilli(ms), Previous: f["previous"], Epoch: f["epoch"],
+			By: f["by"], MayBeLost: n, Vouchers: f["vouchers"]})
+	}
+	return current, losses, nil
+}

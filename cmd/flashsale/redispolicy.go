@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// policyTimeout bounds the start-up check of Redis's eviction policy.
+const policyTimeout = 5 * time.Second
+
+// checkEvictionPolicy refuses a Redis that may evict keys when full, and
+// warns loudly when it cannot tell (CONFIG disabled or renamed, as on some
+// managed services).
+//
+// Only noeviction is accepted. The allkeys-* policies evict the gate's
+// keys (a lost buyers hash sells a buyer twice, a lost stream loses
+// accepted orders). The volatile-* policies leave the gate's keys alone,
+// as they have no TTL, but evict what has one: a held lock's key (two
+// holders), an order's pointer (the order cannot be found until it is
+// persisted) and rate-limit state; a policy that is safe only for one
+// strategy is refused for all, so that switching --strategy never makes a
+// deployment unsafe. Under noeviction a full Redis refuses writes, which
+// the service answers with 503 and Retry-After and no partial write.
+//
+// The check reads the server --redis names at start (the primary, behind
+// Sentinel); a replica promoted later is trusted to be configured alike.
+func checkEvictionPolicy(ctx context.Context, client rueidis.Client, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, policyTimeout)
+	defer cancel()
+	cfg, err := client.Do(ctx, client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+	policy := cfg["maxmemory-policy"]
+	if err != nil || policy == "" {
+		log.Error("CANNOT CHECK REDIS'S EVICTION POLICY (CONFIG GET refused): make sure maxmemory-policy is noeviction; "+
+			"any other policy can evict locks, order pointers or, with allkeys-*, the sale's stock and buyers (oversell, lost orders)",
+			"err", err)
+		return nil
+	}
+	if policy != "noeviction" {
+		return fmt.Errorf("--redis: maxmemory-policy is %s; flashsale needs noeviction: %s can evict %s "+
+			"(set maxmemory-policy noeviction in redis.conf or with CONFIG SET)", policy, policy, evictable(policy))
+	}
+	return nil
+}
+
+// evictable says what a policy other than noeviction can evict.
+func evictable(policy string) string {
+	if strings.HasPrefix(policy, "volatile") {
+		return "every key with a TTL: held locks (two holders at once), order pointers, rate limits"
+	}
+	return "any key: a sale's stock, buyers and unpersisted orders (oversell, lost orders)"
+}
