@@ -124,3 +124,66 @@ func (r *saleRig) checkAccepted(s *sale, lose bool) {
 	}
 	r.t.Logf("accepted %d, lost %d; refusals %v, transport errors %d", len(s.accepted), lost, s.codes, s.failures)
 }
+
+// TestClusterSlotMigratedMidSale moves the hot voucher's slot, keys and
+// all, to another master mid-sale, the way redis-cli --cluster reshard
+// does (IMPORTING/MIGRATING, MIGRATE in batches, SETSLOT NODE), while two
+// async instances and their consumers sell through it. The clients follow
+// ASK and MOVED and retry TRYAGAIN (a script whose keys are split between
+// the two nodes for a moment) on their own: no buyer gets an error, and the
+// audit is exact.
+func TestClusterSlotMigratedMidSale(t *testing.T) {
+	r, c := clusterRig(t, testenv.WithoutReplicas())
+	a := r.serveWith("--strategy", "async", "--claim-idle", "2s")
+	b := r.serveWith("--strategy", "async", "--claim-idle", "2s")
+	r.createVoucher(a.URL)
+	slot := r.voucherSlot()
+	from := c.MasterOf(slot)
+	var to *testenv.RedisServer
+	for _, m := range c.Masters() {
+		if m != from {
+			to = m
+			break
+		}
+	}
+	targets := func() []string { return []string{a.URL, b.URL} }
+	s := &sale{accepted: map[int64]int64{}, named: map[int64]int64{}, codes: map[string]int{}}
+	migrate := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.buy(s, userRange(1, faultUsers), targets, faultStock/4, func() { close(migrate) })
+	}()
+	select {
+	case <-migrate:
+	case <-done:
+		t.Fatalf("the sale ended before %d orders were accepted: %v", faultStock/4, s.codes)
+	}
+	c.MigrateSlot(t, slot, to)
+	s.mu.Lock()
+	during := len(s.accepted)
+	s.mu.Unlock()
+	<-done
+	if got := c.MasterOf(slot); got != to {
+		t.Fatalf("slot %d is on %s after the migration; want %s", slot, got.Addr(), to.Addr())
+	}
+	t.Logf("slot %d moved from %s to %s with %d orders accepted", slot, from.Addr(), to.Addr(), during)
+	if during >= faultStock {
+		t.Errorf("the stock was sold before the migration ended (%d accepted): the test proves nothing", during)
+	}
+	for code, n := range s.codes {
+		if code != flashsale.ESoldOut && code != flashsale.EDuplicateOrder {
+			t.Errorf("%d buyers answered %s during the migration", n, code)
+		}
+	}
+	if s.failures != 0 {
+		t.Errorf("%d requests failed in transport", s.failures)
+	}
+	if len(s.accepted) != faultStock {
+		t.Errorf("%d orders accepted; want %d", len(s.accepted), faultStock)
+	}
+	r.checkAccepted(s, false)
+	if n := r.redisStock(t); n != 0 {
+		t.Errorf("Redis's stock after the sale: %d; want 0", n)
+	}
+}
