@@ -234,15 +234,7 @@ func TestConcurrentSaleSellsExactlyTheStock(t *testing.T) {
 func TestConcurrentSaleOnCluster(t *testing.T) {
 	const stock, buyers, attempts = 500, 2000, 3
 	c := testenv.SharedCluster(t)
-	client := c.Client(t)
-	prefix := "test:" + testenv.Unique() + ":"
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := testenv.DeletePrefix(ctx, client, prefix); err != nil {
-			t.Error(err)
-		}
-	})
+	client, prefix := c.PrefixedClient(t)
 	dsn, url := mysqlDatabase(t)
 	e := newEnvOn(t, client, prefix, dsn, url)
 	v := e.voucher(stock)

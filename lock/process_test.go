@@ -293,15 +293,7 @@ func TestMutualExclusionAcrossProcesses(t *testing.T) {
 // slot, and its grants are pushed to processes subscribed on other nodes.
 func TestMutualExclusionAcrossProcessesOnCluster(t *testing.T) {
 	c := testenv.SharedCluster(t)
-	rc := c.Client(t)
-	prefix := "test:" + testenv.Unique() + ":"
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := testenv.DeletePrefix(ctx, rc, prefix); err != nil {
-			t.Error(err)
-		}
-	})
+	rc, prefix := c.PrefixedClient(t)
 	checkMutualExclusion(t, rc, prefix, map[string]string{"REDIS": strings.Join(c.Addrs(), ",")})
 }
 

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.RunMain(m))
 }
 
 // runSeller is the seller process: 32 goroutines place the orders.

@@ -32,6 +32,13 @@ func newFixture(t testing.TB) *fixture {
 func newFixtureOn(t testing.TB, url string) *fixture {
 	t.Helper()
 	rc, prefix := testenv.Redis(t)
+	return newFixtureOnRedis(t, url, rc, prefix)
+}
+
+// newFixtureOnRedis is newFixtureOn with the ID generator and locks on rc,
+// under prefix.
+func newFixtureOnRedis(t testing.TB, url string, rc rueidis.Client, prefix string) *fixture {
+	t.Helper()
 	db, err := store.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +144,41 @@ func TestUnsafeStrategiesShowTheSeedsFailures(t *testing.T) {
 			}
 			if a.Orders != stock || a.Remaining != 0 || a.DistinctBuyers != stock || codes[""] != stock || codes[flashsale.ESoldOut] != buyers-stock {
 				t.Fatalf("%s: audit %+v answers %v", name, a, codes)
+			}
+		})
+	}
+}
+
+// TestSafeStrategiesOnCluster runs conditional, lock and batch on a Redis
+// Cluster (the order IDs and the per-buyer locks on it): each sells
+// exactly the stock to as many buyers, and the lock strategy still lets one
+// buyer's concurrent clicks take one order.
+func TestSafeStrategiesOnCluster(t *testing.T) {
+	const stock, buyers, clicks = 50, 200, 20
+	c := testenv.SharedCluster(t)
+	rc, prefix := c.PrefixedClient(t)
+	f := newFixtureOnRedis(t, testenv.MySQLURL(t), rc, prefix)
+	ctx := context.Background()
+	for _, name := range []string{"conditional", "lock", "batch"} {
+		t.Run(name, func(t *testing.T) {
+			s := f.strategy(t, name, 2*time.Millisecond)
+			vid := f.voucher(t, stock)
+			codes := sale(t, s, vid, buyers)
+			a, err := f.db.AuditVoucher(ctx, vid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Orders != stock || a.Remaining != 0 || a.DistinctBuyers != stock || codes[""] != stock || codes[flashsale.ESoldOut] != buyers-stock {
+				t.Fatalf("%s: audit %+v answers %v", name, a, codes)
+			}
+			vid = f.voucher(t, stock)
+			var wg sync.WaitGroup
+			for range clicks {
+				wg.Go(func() { _, _ = s.PlaceOrder(ctx, vid, 42) })
+			}
+			wg.Wait()
+			if a, err := f.db.AuditVoucher(ctx, vid); err != nil || a.Orders != 1 {
+				t.Fatalf("%s: %d clicks of one buyer: audit %+v, %v; want one order", name, clicks, a, err)
 			}
 		})
 	}

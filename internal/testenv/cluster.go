@@ -338,3 +338,20 @@ func (c *Cluster) logs() string {
 	}
 	return b.String()
 }
+
+// PrefixedClient returns a cluster client and a key prefix unique to this
+// test, as Redis does for the shared server: every key under the prefix is
+// deleted (on every node) when the test ends, and the client is closed.
+func (c *Cluster) PrefixedClient(t testing.TB) (rueidis.Client, string) {
+	t.Helper()
+	rc := newClient(t, c.ClientOption())
+	prefix := "test:" + Unique() + ":"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := DeletePrefix(ctx, rc, prefix); err != nil {
+			t.Errorf("testenv: cleaning cluster keys %s*: %v", prefix, err)
+		}
+	})
+	return rc, prefix
+}
