@@ -130,9 +130,14 @@ func (s *Service) replicaWorker(q *replicaQueue) {
 	}
 }
 
-// replicaBatch sends one batch and answers its calls. Gate calls Redis
-// answers NOSCRIPT (a restarted or promoted Redis has no script cache) are
-// sent again with EVAL, followed by their own SET and WAIT.
+// replicaBatch sends one batch and answers its calls.
+//
+// On Redis Cluster the dedicated connection is pinned to the master that
+// owned the voucher's slot when it was taken, and rueidis does not follow
+// redirects on it: while the slot migrates or fails over, a call may be
+// answered MOVED, ASK, TRYAGAIN or CLUSTERDOWN, which Redis sends before
+// running anything. Those calls are sent again, on a connection taken anew
+// (rueidis has refreshed the slot map by then), until the batch's deadline.
 func (s *Service) replicaBatch(q *replicaQueue, batch []*replicaCall) {
 	d := s.cfg.Durability
 	ctx, cancel := context.WithTimeout(context.Background(), d.ReplicaTimeout+replicaSlack)
@@ -142,44 +147,84 @@ func (s *Service) replicaBatch(q *replicaQueue, batch []*replicaCall) {
 			close(c.done)
 		}
 	}()
-	err := s.client.Dedicated(func(dc rueidis.DedicatedClient) error {
-		calls, sha := batch, true
-		for len(calls) > 0 {
-			cmds := make(rueidis.Commands, 0, len(calls)+2)
-			gates := calls[:0:0]
-			for _, c := range calls {
-				if c.args != nil {
-					cmds = append(cmds, gateCmd(dc, q.gateKeys, c.args, sha))
-					gates = append(gates, c)
+	pending := batch
+	for attempt := 1; ; attempt++ {
+		var again []*replicaCall
+		err := s.client.Dedicated(func(dc rueidis.DedicatedClient) error {
+			again = s.replicaRound(ctx, dc, q, pending)
+			return nil
+		})
+		if err != nil {
+			for _, c := range pending {
+				if c.err == nil && c.reply == nil {
+					c.err, c.durable = err, false
 				}
 			}
-			cmds = append(cmds,
-				dc.B().Set().Key(q.syncKey).Value("1").ExSeconds(syncTTL).Build(),
-				dc.B().Wait().Numreplicas(int64(d.MinReplicas)).Timeout(max(d.ReplicaTimeout.Milliseconds(), 1)).Build())
-			res := dc.DoMulti(ctx, cmds...)
-			acked, err := res[len(res)-1].AsInt64()
-			durable := err == nil && res[len(res)-2].Error() == nil && acked >= int64(d.MinReplicas)
-			for _, c := range calls {
-				c.durable = durable
-			}
-			calls = calls[:0:0]
-			for i, c := range gates {
-				c.reply, c.err = res[i].ToArray()
-				if e, ok := rueidis.IsRedisErr(c.err); ok && e.IsNoScript() && sha {
-					calls = append(calls, c)
-				}
-			}
-			sha = false
+			return
 		}
-		return nil
-	})
-	if err != nil {
-		for _, c := range batch {
-			if c.err == nil && c.reply == nil {
-				c.err, c.durable = err, false
-			}
+		if len(again) == 0 || sleep(ctx, min(time.Duration(attempt)*5*time.Millisecond, 100*time.Millisecond)) != nil {
+			return
 		}
+		pending = again
 	}
+}
+
+// replicaRound sends calls on dc — the gate for those with args and no
+// reply yet, then the SET and the WAIT — and answers them. Gate calls Redis
+// answers NOSCRIPT (a restarted or promoted Redis has no script cache) are
+// sent again with EVAL, followed by their own SET and WAIT. It returns the
+// calls to send again elsewhere: those redirected (see replicaBatch), and
+// all of them when the SET or WAIT was, since that WAIT then says nothing
+// of their writes.
+func (s *Service) replicaRound(ctx context.Context, dc rueidis.DedicatedClient, q *replicaQueue, calls []*replicaCall) (again []*replicaCall) {
+	d := s.cfg.Durability
+	sha := true
+	for len(calls) > 0 {
+		cmds := make(rueidis.Commands, 0, len(calls)+2)
+		gates := calls[:0:0]
+		for _, c := range calls {
+			if c.args != nil && c.reply == nil {
+				cmds = append(cmds, gateCmd(dc, q.gateKeys, c.args, sha))
+				gates = append(gates, c)
+			}
+		}
+		cmds = append(cmds,
+			dc.B().Set().Key(q.syncKey).Value("1").ExSeconds(syncTTL).Build(),
+			dc.B().Wait().Numreplicas(int64(d.MinReplicas)).Timeout(max(d.ReplicaTimeout.Milliseconds(), 1)).Build())
+		res := dc.DoMulti(ctx, cmds...)
+		setErr := res[len(res)-2].Error()
+		acked, err := res[len(res)-1].AsInt64()
+		durable := err == nil && setErr == nil && acked >= int64(d.MinReplicas)
+		for _, c := range calls {
+			c.durable = durable
+		}
+		if redirected(setErr) || redirected(err) {
+			again = append(again, calls...)
+		}
+		next := calls[:0:0]
+		for i, c := range gates {
+			c.reply, c.err = res[i].ToArray()
+			if e, ok := rueidis.IsRedisErr(c.err); ok && e.IsNoScript() && sha {
+				next = append(next, c)
+			} else if redirected(c.err) && !redirected(setErr) && !redirected(err) {
+				again = append(again, c)
+			}
+		}
+		calls, sha = next, false
+	}
+	return again
+}
+
+// redirected reports whether err is a Redis Cluster answer sent instead of
+// running the command: it may be sent again to the slot's master.
+func redirected(err error) bool {
+	e, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return false
+	}
+	_, moved := e.IsMoved()
+	_, ask := e.IsAsk()
+	return moved || ask || e.IsTryAgain() || e.IsClusterDown()
 }
 
 // gateCmd returns the gate script call for args: EVALSHA, or EVAL.

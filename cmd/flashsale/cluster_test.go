@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -128,15 +129,42 @@ func (r *saleRig) checkAccepted(s *sale, lose bool) {
 // TestClusterSlotMigratedMidSale moves the hot voucher's slot, keys and
 // all, to another master mid-sale, the way redis-cli --cluster reshard
 // does (IMPORTING/MIGRATING, MIGRATE in batches, SETSLOT NODE), while two
-// async instances and their consumers sell through it. The clients follow
-// ASK and MOVED and retry TRYAGAIN (a script whose keys are split between
-// the two nodes for a moment) on their own: no buyer gets an error, and the
-// audit is exact.
+// async instances (with the per-user rate limiter) and their consumers
+// sell through it: with durability memory on three masters, and with
+// durability replica (whose WAIT runs on a connection pinned to the slot's
+// master) on three masters with a replica each. The clients follow ASK and
+// MOVED and retry TRYAGAIN (a script whose keys are split between the two
+// nodes for a moment) on their own: no buyer gets an error, the audit is
+// exact, and `flashsale reconcile` finds Redis and MySQL agree.
 func TestClusterSlotMigratedMidSale(t *testing.T) {
-	r, c := clusterRig(t, testenv.WithoutReplicas())
-	a := r.serveWith("--strategy", "async", "--claim-idle", "2s")
-	b := r.serveWith("--strategy", "async", "--claim-idle", "2s")
-	r.createVoucher(a.URL)
+	for _, tc := range []struct {
+		name string
+		opts []testenv.ClusterOption
+		args []string
+	}{
+		{"memory", []testenv.ClusterOption{testenv.WithoutReplicas()}, nil},
+		{"replica", nil, []string{"--durability", "replica", "--replica-timeout", "2s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, c := clusterRig(t, tc.opts...)
+			args := append([]string{"--strategy", "async", "--claim-idle", "2s", "--rate-limit-user", "100"}, tc.args...)
+			a, b := r.serveWith(args...), r.serveWith(args...)
+			r.createVoucher(a.URL)
+			r.migrateMidSale(c, []string{a.URL, b.URL})
+			out, err := r.command("reconcile", "--voucher", strconv.FormatInt(r.voucher, 10)).CombinedOutput()
+			if err != nil {
+				t.Errorf("reconcile after the sale: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// migrateMidSale sells the rig's voucher through the servers at urls and
+// moves its slot to another master once a quarter of the stock is sold,
+// then checks nobody got an error and the sale is exact.
+func (r *saleRig) migrateMidSale(c *testenv.Cluster, urls []string) {
+	t := r.t
+	t.Helper()
 	slot := r.voucherSlot()
 	from := c.MasterOf(slot)
 	var to *testenv.RedisServer
@@ -146,13 +174,11 @@ func TestClusterSlotMigratedMidSale(t *testing.T) {
 			break
 		}
 	}
-	targets := func() []string { return []string{a.URL, b.URL} }
 	s := &sale{accepted: map[int64]int64{}, named: map[int64]int64{}, codes: map[string]int{}}
-	migrate := make(chan struct{})
-	done := make(chan struct{})
+	migrate, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		r.buy(s, userRange(1, faultUsers), targets, faultStock/4, func() { close(migrate) })
+		r.buy(s, userRange(1, faultUsers), func() []string { return urls }, faultStock/4, func() { close(migrate) })
 	}()
 	select {
 	case <-migrate:
