@@ -212,14 +212,19 @@ func TestConcurrentSaleSellsExactlyTheStock(t *testing.T) {
 		buyers   = 2000
 		attempts = 3 // per buyer, all at once
 	)
-	e := newEnv(t)
+	sellExactly(t, newEnv(t), stock, buyers, attempts)
+}
+
+// sellExactly runs a sale of stock and checks Redis and, once a consumer
+// drained it, MySQL sold exactly the stock.
+func sellExactly(t *testing.T, e *env, stock, buyers, attempts int) {
+	t.Helper()
 	v := e.voucher(stock)
 	accepted := sell(t, e, v.ID, buyers, attempts)
-
 	if len(accepted) != stock {
 		t.Fatalf("%d orders accepted, want %d", len(accepted), stock)
 	}
-	if s, _, b := e.snapshot(v.ID); s != 0 || b != stock {
+	if s, _, b := e.snapshot(v.ID); s != 0 || b != int64(stock) {
 		t.Errorf("Redis after the sale: stock %d, buyers %d; want 0 and %d", s, b, stock)
 	}
 	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
@@ -236,18 +241,7 @@ func TestConcurrentSaleOnCluster(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	client, prefix := c.PrefixedClient(t)
 	dsn, url := mysqlDatabase(t)
-	e := newEnvOn(t, client, prefix, dsn, url)
-	v := e.voucher(stock)
-	accepted := sell(t, e, v.ID, buyers, attempts)
-	if len(accepted) != stock {
-		t.Fatalf("%d orders accepted, want %d", len(accepted), stock)
-	}
-	if s, _, b := e.snapshot(v.ID); s != 0 || b != stock {
-		t.Errorf("Redis after the sale: stock %d, buyers %d; want 0 and %d", s, b, stock)
-	}
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, stock)
-	e.checkSold(v, accepted)
+	sellExactly(t, newEnvOn(t, client, prefix, dsn, url), stock, buyers, attempts)
 }
 
 // sell runs a sale: every buyer 1..buyers sends attempts orders, all
