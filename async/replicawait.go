@@ -198,15 +198,20 @@ func (s *Service) replicaRound(ctx context.Context, dc rueidis.DedicatedClient, 
 		for _, c := range calls {
 			c.durable = durable
 		}
-		if redirected(setErr) || redirected(err) {
-			again = append(again, calls...)
-		}
-		next := calls[:0:0]
 		for i, c := range gates {
 			c.reply, c.err = res[i].ToArray()
+		}
+		if redirected(setErr) || redirected(err) {
+			// This connection no longer reaches the slot's master: all of
+			// them again elsewhere (NOSCRIPT ones too, the gate of those
+			// redirected too: they have no reply).
+			return append(again, calls...)
+		}
+		next := calls[:0:0]
+		for _, c := range gates {
 			if e, ok := rueidis.IsRedisErr(c.err); ok && e.IsNoScript() && sha {
 				next = append(next, c)
-			} else if redirected(c.err) && !redirected(setErr) && !redirected(err) {
+			} else if redirected(c.err) {
 				again = append(again, c)
 			}
 		}
