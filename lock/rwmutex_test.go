@@ -180,6 +180,7 @@ func TestRWMutexWaitingWriterIsNotStarved(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			time.Sleep(time.Duration(g) * 20 * time.Millisecond / 8) // staggered: some reader always holds
 			for {
 				select {
 				case <-stop:

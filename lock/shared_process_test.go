@@ -2,8 +2,8 @@ package lock
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -18,7 +18,8 @@ import (
 
 // sharedHelper runs the RWMutex and Semaphore roles of TestHelperProcess:
 // "rwhold" and "semhold" take a hold (LOCK_HELPER_KIND "w" for the write
-// lock), say so and wait to be killed; "rwcount" and "semcount" run
+// lock), say so and wait to be killed; "rwwait" queues
+// LOCK_HELPER_GOROUTINES writers, says so and waits to be killed; "rwcount" and "semcount" run
 // LOCK_HELPER_GOROUTINES goroutines of LOCK_HELPER_ITERATIONS holds each
 // and report a helperResult.
 func sharedHelper(ctx context.Context, rc rueidis.Client, c *Client, role string) {
@@ -38,6 +39,20 @@ func sharedHelper(ctx context.Context, rc rueidis.Client, c *Client, role string
 			os.Exit(2)
 		}
 		fmt.Println("locked", l.Fence())
+		select {}
+	case "rwwait": // queue writers behind the holder, say so, and wait to be killed
+		n, _ := strconv.Atoi(os.Getenv("LOCK_HELPER_GOROUTINES"))
+		for range n {
+			go rw.Lock(ctx)
+		}
+		for {
+			q, err := rc.Do(ctx, rc.B().Zcard().Key(rw.s.keys[2]).Build()).AsInt64()
+			if err == nil && q >= int64(n) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		fmt.Println("waiting")
 		select {}
 	case "semhold":
 		if _, err := sem.Acquire(ctx); err != nil {
@@ -326,5 +341,46 @@ func TestSemaphoreKilledHolderPermitReturnsAfterLease(t *testing.T) {
 	}
 	if err := p.Release(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRWMutexKilledWaitersAreSkipped queues 8 writers of a process behind
+// a holder, and a live writer behind them, then kills the process: the
+// dead waiters must cost the live one about one check-in deadline (1s),
+// not a handoff lease each.
+func TestRWMutexKilledWaitersAreSkipped(t *testing.T) {
+	const handoff = 500 * time.Millisecond
+	c, rc, prefix := newTestClient(t, WithHandoffLease(handoff), WithFallback(20*time.Millisecond, 50*time.Millisecond))
+	rw := c.RWMutex("a")
+	holder := mustRWLock(t, rw.Lock, timeout(t, 5*time.Second))
+	cmd, out := helper(t, "rwwait", map[string]string{
+		"PREFIX": prefix, "NAME": "a", "GOROUTINES": "8", "HANDOFF": handoff.String(),
+	})
+	if line := readLine(t, out); line != "waiting" {
+		t.Fatalf("worker said %q", line)
+	}
+	live := make(chan error, 1)
+	go func() {
+		l, err := sibling(t, prefix).RWMutex("a").Lock(timeout(t, 20*time.Second))
+		if err == nil {
+			err = l.Unlock(context.Background())
+		}
+		live <- err
+	}()
+	waitSharedQueued(t, rc, &rw.s, 9)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	start := time.Now()
+	mustUnlockRW(t, holder) // grants the first dead waiter
+	if err := <-live; err != nil {
+		t.Fatalf("live waiter behind a killed process: %v", err)
+	}
+	d := time.Since(start)
+	if d > 3*time.Second {
+		t.Errorf("live waiter waited %v behind 8 dead ones", d)
+	}
+	t.Logf("live waiter waited %v behind 8 dead ones", d)
+	if n := sharedQueued(t, rc, &rw.s); n != 0 {
+		t.Errorf("%d entries left in the queue", n)
 	}
 }
