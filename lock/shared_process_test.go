@@ -346,10 +346,11 @@ func TestSemaphoreKilledHolderPermitReturnsAfterLease(t *testing.T) {
 
 // TestRWMutexKilledWaitersAreSkipped queues 8 writers of a process behind
 // a holder, and a live writer behind them, then kills the process: the
-// dead waiters must cost the live one about one check-in deadline (1s),
-// not a handoff lease each.
+// dead waiters must cost the live one about their check-in deadline
+// (1.5s: five times their fallback maximum) plus a handoff lease, not a
+// handoff lease each (8s).
 func TestRWMutexKilledWaitersAreSkipped(t *testing.T) {
-	const handoff = 500 * time.Millisecond
+	const handoff = time.Second
 	c, rc, prefix := newTestClient(t, WithHandoffLease(handoff), WithFallback(20*time.Millisecond, 50*time.Millisecond))
 	rw := c.RWMutex("a")
 	holder := mustRWLock(t, rw.Lock, timeout(t, 5*time.Second))
@@ -376,7 +377,7 @@ func TestRWMutexKilledWaitersAreSkipped(t *testing.T) {
 		t.Fatalf("live waiter behind a killed process: %v", err)
 	}
 	d := time.Since(start)
-	if d > 3*time.Second {
+	if d > 4500*time.Millisecond {
 		t.Errorf("live waiter waited %v behind 8 dead ones", d)
 	}
 	t.Logf("live waiter waited %v behind 8 dead ones", d)
