@@ -75,11 +75,18 @@ local function free(kind)
   return not cap or n < tonumber(cap)
 end
 
+-- keepUntil makes the holders key live at least until deadline (ms), the
+-- end of its longest lease.
+local function keepUntil(deadline)
+  local ttl = redis.call('PTTL', holders)
+  if ttl < 0 or now + ttl < deadline then redis.call('PEXPIREAT', holders, deadline) end
+end
+
 -- grant makes w a holder of kind for px ms and returns its fence.
 local function grant(w, px, kind)
   local deadline = now + px
   redis.call('ZADD', holders, deadline, w)
-  if redis.call('PEXPIRETIME', holders) < deadline then redis.call('PEXPIREAT', holders, deadline) end
+  keepUntil(deadline)
   if kind == 'x' then
     redis.call('SET', owner, w, 'PXAT', deadline)
     return reserve()

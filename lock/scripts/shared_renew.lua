@@ -7,6 +7,6 @@ local s = redis.call('ZSCORE', holders, token)
 if not s or tonumber(s) <= now then return 0 end
 local deadline = now + tonumber(ARGV[3])
 redis.call('ZADD', holders, 'XX', deadline, token)
-if redis.call('PEXPIRETIME', holders) < deadline then redis.call('PEXPIREAT', holders, deadline) end
+keepUntil(deadline)
 if redis.call('GET', owner) == token then redis.call('PEXPIREAT', owner, deadline) end
 return 1
