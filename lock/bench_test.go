@@ -59,14 +59,18 @@ func BenchmarkUncontended(b *testing.B) {
 // second and the wait of each Lock call.
 func BenchmarkContended(b *testing.B) {
 	c, _, _ := newTestClient(b)
-	m := c.Mutex("hot")
-	runContended(b, 64, func(ctx context.Context, _ int64) (func(context.Context) error, error) {
+	runContended(b, 64, lockMutex(c.Mutex("hot")))
+}
+
+// lockMutex returns the take function of runContended for m.
+func lockMutex(m *Mutex) func(context.Context, int64) (func(context.Context) error, error) {
+	return func(ctx context.Context, _ int64) (func(context.Context) error, error) {
 		l, err := m.Lock(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return l.Unlock, nil
-	})
+	}
 }
 
 // runContended has workers goroutines call take b.N times in all (the

@@ -360,14 +360,7 @@ func TestKilledWaitersAreSkipped(t *testing.T) {
 		t.Fatalf("worker said %q", line)
 	}
 	// Queue behind the doomed process, then kill it.
-	live := make(chan error, 1)
-	go func() {
-		l, err := sibling(t, prefix).Mutex("a").Lock(timeout(t, 20*time.Second))
-		if err == nil {
-			err = l.Unlock(context.Background())
-		}
-		live <- err
-	}()
+	live := takeAndRelease(timeout(t, 20*time.Second), lockMutex(sibling(t, prefix).Mutex("a")))
 	for queued(t, rc, m) < 2 {
 		time.Sleep(5 * time.Millisecond)
 	}

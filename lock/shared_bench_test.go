@@ -40,14 +40,7 @@ func BenchmarkRWMutex(b *testing.B) {
 	}{{"mutex", 2 * time.Millisecond}, {"mutex-no-turns", 0}} {
 		b.Run(bc.name, func(b *testing.B) {
 			c, _, _ := newTestClient(b, WithTurnDuration(bc.turn))
-			m := c.Mutex("hot")
-			runContended(b, 64, func(ctx context.Context, _ int64) (func(context.Context) error, error) {
-				l, err := m.Lock(ctx)
-				if err != nil {
-					return nil, err
-				}
-				return l.Unlock, nil
-			})
+			runContended(b, 64, lockMutex(c.Mutex("hot")))
 		})
 	}
 }

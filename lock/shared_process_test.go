@@ -360,14 +360,14 @@ func TestRWMutexKilledWaitersAreSkipped(t *testing.T) {
 	if line := readLine(t, out); line != "waiting" {
 		t.Fatalf("worker said %q", line)
 	}
-	live := make(chan error, 1)
-	go func() {
-		l, err := sibling(t, prefix).RWMutex("a").Lock(timeout(t, 20*time.Second))
-		if err == nil {
-			err = l.Unlock(context.Background())
+	other := sibling(t, prefix).RWMutex("a")
+	live := takeAndRelease(timeout(t, 20*time.Second), func(ctx context.Context, _ int64) (func(context.Context) error, error) {
+		l, err := other.Lock(ctx)
+		if err != nil {
+			return nil, err
 		}
-		live <- err
-	}()
+		return l.Unlock, nil
+	})
 	waitSharedQueued(t, rc, &rw.s, 9)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
@@ -384,4 +384,18 @@ func TestRWMutexKilledWaitersAreSkipped(t *testing.T) {
 	if n := sharedQueued(t, rc, &rw.s); n != 0 {
 		t.Errorf("%d entries left in the queue", n)
 	}
+}
+
+// takeAndRelease runs take (see runContended) with ctx in the background
+// and releases what it took; the channel gets the outcome.
+func takeAndRelease(ctx context.Context, take func(context.Context, int64) (func(context.Context) error, error)) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		release, err := take(ctx, 0)
+		if err == nil {
+			err = release(context.Background())
+		}
+		done <- err
+	}()
+	return done
 }
