@@ -81,8 +81,8 @@ func (h *hold) Lost() <-chan struct{} {
 
 // Context returns a context that is cancelled when the hold is released
 // (cause context.Canceled) or lost (cause ErrLost). It carries the values
-// of the context it was obtained with, and the handle itself: RLock and
-// Lock of the same RWMutex with it re-enter it.
+// of the context it was obtained with, and the handle itself: for an
+// RWLock, RLock and Lock of the same RWMutex with it re-enter it.
 func (h *hold) Context() context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
