@@ -62,11 +62,15 @@ func newObserver(cfg serveConfig, b *backends, log *slog.Logger) (*observer, err
 	return o, nil
 }
 
-// watch counts the services' orders and the consumer's work.
+// watch counts the services' orders, the consumer's work and the lock
+// client's.
 func (o *observer) watch(svc *services) {
 	svc.orders = o.m.Orders(svc.orders)
 	if svc.consumer != nil {
 		o.m.WatchConsumer(svc.consumer)
+	}
+	if svc.locks != nil {
+		o.m.WatchLocks(svc.locks)
 	}
 }
 
