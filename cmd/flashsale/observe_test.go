@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -300,4 +301,63 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestConsumeMetrics runs an async instance without its consumer, takes 6
+// orders, then runs `flashsale consume --metrics-addr` and scrapes it: the
+// consumer's counters show the 6 orders persisted, the batches are
+// measured, pprof is served, no order series is (consume takes none), and
+// the listener goes away with the consumer.
+func TestConsumeMetrics(t *testing.T) {
+	_, prefix := testenv.Redis(t)
+	servers := []string{"--redis", "redis://" + testenv.RedisAddr() + "/0", "--redis-prefix", prefix, "--db", testenv.MySQLURL(t)}
+	url, _ := startServe(t, append([]string{"--strategy", "async", "--consume=false"}, servers...)...)
+	var v struct{ ID string }
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(10), &v); code != http.StatusCreated {
+		t.Fatalf("create voucher: %d", code)
+	}
+	for u := int64(1); u <= 6; u++ {
+		if code := call(t, "POST", url+"/api/vouchers/"+v.ID+"/orders", userToken(t, u), "", nil); code != http.StatusOK {
+			t.Fatalf("order of user %d: %d", u, code)
+		}
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, append([]string{"consume", "--metrics-addr", addr}, servers...), io.Discard, io.Discard) }()
+	defer func() { cancel(); <-done }()
+	var scrape string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if res, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			res.Body.Close()
+			if scrape = get(t, "http://"+addr+"/metrics"); strings.Contains(scrape, "\nflashsale_async_orders_persisted_total 6\n") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consume's scrape never showed 6 orders persisted:\n%s", scrape)
+		}
+	}
+	promtool(t, scrape, "check", "metrics")
+	if !regexp.MustCompile(`(?m)^flashsale_async_batch_size_count [1-9]`).MatchString(scrape) ||
+		!regexp.MustCompile(`(?m)^flashsale_async_batches_total [1-9]`).MatchString(scrape) {
+		t.Errorf("consume's scrape has no batch persisted:\n%s", scrape)
+	}
+	if strings.Contains(scrape, "flashsale_orders_total{") {
+		t.Errorf("consume, which takes no orders, exports order series:\n%s", scrape)
+	}
+	if res, err := http.Get("http://" + addr + "/debug/pprof/"); err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("pprof on consume's --metrics-addr: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("consume: %v", err)
+	}
+	done <- nil // for the deferred wait
+	if res, err := http.Get("http://" + addr + "/metrics"); err == nil {
+		res.Body.Close()
+		t.Errorf("consume's metrics listener outlived it: %d", res.StatusCode)
+	}
 }
