@@ -324,7 +324,9 @@ func TestConsumeMetrics(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"consume", "--metrics-addr", addr}, servers...), io.Discard, io.Discard) }()
+	go func() {
+		done <- run(ctx, append([]string{"consume", "--metrics-addr", addr}, servers...), io.Discard, io.Discard)
+	}()
 	defer func() { cancel(); <-done }()
 	var scrape string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
