@@ -91,10 +91,11 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 // the holder before it, with no Redis call. If ctx carries a held Lock of
 // this mutex (see Lock.Context), Lock re-enters it and returns the same
 // handle.
-func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
+func (m *Mutex) Lock(ctx context.Context) (_ *Lock, err error) {
 	if l, err := m.reentry(ctx); l != nil || err != nil {
 		return l, err
 	}
+	defer m.client.stats.timeLock(time.Now(), &err)
 	w, rep, err := m.client.join(ctx, m)
 	if err != nil {
 		return nil, err

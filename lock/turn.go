@@ -74,6 +74,7 @@ func (c *Client) grantLocked(ctx context.Context, m *Mutex, token string, g gran
 	}
 	l := t.newHolderLocked(&t.first, ctx, m, token, g.fence)
 	t.scheduleLocked()
+	c.stats.turns.Add(1)
 	return l
 }
 
@@ -86,6 +87,7 @@ func (t *turn) newHolderLocked(l *Lock, ctx context.Context, m *Mutex, token str
 	l.m, l.t, l.token, l.fence, l.values, l.holds = m, t, token, fence, ctx, 1
 	l.outer, _ = ctx.Value(ctxKey{}).(*Lock)
 	t.holder = l
+	m.client.stats.acquired.Add(1)
 	return l
 }
 
