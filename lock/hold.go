@@ -185,8 +185,7 @@ func (h *hold) release(ctx context.Context) error {
 	}
 	h.stopLocked()
 	h.mu.Unlock()
-	h.renewMu.Lock() // wait for a renewal in flight: it must not run after the release
-	h.renewMu.Unlock()
+	awaitUnlocked(&h.renewMu) // a renewal in flight must not run after the release
 
 	ok, err := h.s.release(ctx, h.token, h.kind)
 	h.mu.Lock()

@@ -195,9 +195,7 @@ func sumResults(results []helperResult) (total helperResult) {
 	type obs struct{ read, fence int64 }
 	var all []obs
 	for _, r := range results {
-		for _, n := range r.Acquisitions {
-			total.Acquisitions = append(total.Acquisitions, n)
-		}
+		total.Acquisitions = append(total.Acquisitions, r.Acquisitions...)
 		total.MaxInside = max(total.MaxInside, r.MaxInside)
 		total.Violations += r.Violations
 		for i := range r.Reads {
