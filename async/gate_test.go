@@ -388,7 +388,8 @@ func TestPointerTTLUnderASecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pttl, err := e.do(e.client.B().Pttl().Key(svc.keys.order(o.ID)).Build()).AsInt64()
+	bucket, _ := svc.keys.order(o.ID)
+	pttl, err := e.do(e.client.B().Pttl().Key(bucket).Build()).AsInt64()
 	if err != nil || pttl <= 0 || pttl > 500 {
 		t.Fatalf("pointer PTTL = %d ms, %v; want in (0, 500]", pttl, err)
 	}
