@@ -1,13 +1,19 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // BenchmarkHotVoucher measures order attempts per second through HTTP on
@@ -25,6 +31,12 @@ import (
 //
 // The servers run on the real Redis and MariaDB; the load runs in the same
 // process (2 cores shared), which costs the same for both measurements.
+// Rates on a shared machine are noisy; CPU per request is less so:
+// cpu-µs/healthz and cpu-µs/attempt are this process's CPU time (server,
+// load generator and, for async, the consumer) per request of each phase,
+// and redis-µs/attempt Redis's, read from INFO cpu (meaningful only on a
+// Redis nobody else uses: FLASHSALE_TEST_REDIS=127.0.0.1:<port> of a
+// private redis-server).
 func BenchmarkHotVoucher(b *testing.B) {
 	shapes := []struct {
 		strategy, shape string
@@ -58,9 +70,11 @@ func benchOrders(b *testing.B, api *testAPI, stock, users int) {
 		tokens[i] = api.userToken(int64(i + 1))
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConcurrency, MaxConnsPerHost: benchConcurrency}}
+	cpu0 := processCPU(b)
 	healthz := hammerHTTP(b, client, b.N, func(int) (*http.Request, error) {
 		return http.NewRequest(http.MethodGet, api.url+"/healthz", nil)
 	})
+	cpu1, redis1 := processCPU(b), redisCPU(b, api.redis)
 	b.ResetTimer()
 	orders := hammerHTTP(b, client, b.N, func(i int) (*http.Request, error) {
 		req, err := http.NewRequest(http.MethodPost, api.url+"/api/vouchers/"+vid+"/orders", nil)
@@ -70,9 +84,45 @@ func benchOrders(b *testing.B, api *testAPI, stock, users int) {
 		return req, err
 	})
 	b.StopTimer()
+	cpu2, redis2 := processCPU(b), redisCPU(b, api.redis)
+	n := float64(b.N)
+	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/n, "cpu-µs/healthz")
+	b.ReportMetric(float64((cpu2-cpu1).Microseconds())/n, "cpu-µs/attempt")
+	b.ReportMetric(float64((redis2-redis1).Microseconds())/n, "redis-µs/attempt")
 	b.ReportMetric(orders, "attempts/s")
 	b.ReportMetric(healthz, "healthz/s")
 	b.ReportMetric(orders/healthz, "ratio")
+}
+
+// processCPU returns the CPU time (user and system) this process used so
+// far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU returns the CPU time (user and system) the Redis server used so
+// far, by its INFO cpu.
+func redisCPU(b *testing.B, rc rueidis.Client) time.Duration {
+	info, err := rc.Do(context.Background(), rc.B().Info().Section("cpu").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for line := range strings.Lines(info) {
+		name, val, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			f, err := strconv.ParseFloat(val, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %q: %v", line, err)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 // benchConcurrency is how many requests the benchmark keeps in flight.
