@@ -416,3 +416,28 @@ func TestReloadReturnsWhenItsCallerStopsWaiting(t *testing.T) {
 		t.Fatalf("Reload with Redis silent = %v after %v; want unavailable once the 300ms deadline passed", err, waited)
 	}
 }
+
+// TestConcurrentOrdersFindTheirPointers: pointers of orders accepted at
+// once are written in shared batches; each order is found by id, pending,
+// with its own voucher and user, as soon as PlaceOrder returned.
+func TestConcurrentOrdersFindTheirPointers(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	vouchers := []*flashsale.Voucher{e.voucher(200), e.voucher(200)}
+	var wg sync.WaitGroup
+	for u := range int64(300) {
+		wg.Go(func() {
+			v := vouchers[u%2]
+			o, err := e.svc.PlaceOrder(ctx, v.ID, u+1)
+			if err != nil {
+				t.Errorf("PlaceOrder(user %d): %v", u+1, err)
+				return
+			}
+			found, err := e.svc.FindOrder(ctx, o.ID)
+			if err != nil || found.Status != flashsale.StatusPending || found.UserID != u+1 || found.VoucherID != v.ID {
+				t.Errorf("FindOrder(%d) = %+v, %v; want pending for user %d of voucher %d", o.ID, found, err, u+1, v.ID)
+			}
+		})
+	}
+	wg.Wait()
+}
