@@ -17,7 +17,8 @@
 //	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with the reason
 //	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
 //	<prefix>{v<id>}:sync    durability replica: written before each WAIT, expires
-//	<prefix>{o<id>}         order pointer: "<voucher>:<user>", for a day
+//	<prefix>{p<bucket>}     order pointers: hash order id → "<voucher>:<user>" of the ids of
+//	                        16 seconds (pointer.go), expires a day after its last write
 //	<prefix>vouchers        set: ids of vouchers whose stream the consumers read
 //	<prefix>epoch           random id written when Redis is found empty (see Service.WatchEpoch)
 //	<prefix>epochs          stream: the data losses services noticed, for reconcile
@@ -29,7 +30,8 @@
 // gate.lua: sale window by Redis's clock, stock, one order per user; on
 // success it takes one unit of stock, records the buyer and appends the
 // order to the voucher's stream, all in one script. It then writes the
-// order pointer and answers "pending". Consumer reads each voucher's stream
+// order pointer (batched with the other orders accepted meanwhile:
+// pointer.go) and answers "pending". Consumer reads each voucher's stream
 // with a consumer group, persists batches with store.PersistOrders (one
 // transaction, idempotent) and acknowledges them, trimming what every group
 // has acknowledged. Reconciler compares Redis with MySQL and repairs what is
@@ -132,11 +134,6 @@ func (k keyspace) voucher(id int64) voucherKeys {
 		tries:  tag + "tries",
 		sync:   tag + "sync",
 	}
-}
-
-// order returns the key of an order's pointer to its voucher and user.
-func (k keyspace) order(id int64) string {
-	return k.prefix + "{o" + strconv.FormatInt(id, 10) + "}"
 }
 
 // epoch returns the key of the Redis epoch (see Service.WatchEpoch) and

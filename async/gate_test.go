@@ -405,7 +405,8 @@ func TestPointerTTLUnderASecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pttl, err := e.do(e.client.B().Pttl().Key(svc.keys.order(o.ID)).Build()).AsInt64()
+	bucket, _ := svc.keys.order(o.ID)
+	pttl, err := e.do(e.client.B().Pttl().Key(bucket).Build()).AsInt64()
 	if err != nil || pttl <= 0 || pttl > 500 {
 		t.Fatalf("pointer PTTL = %d ms, %v; want in (0, 500]", pttl, err)
 	}
@@ -431,4 +432,29 @@ func TestReloadReturnsWhenItsCallerStopsWaiting(t *testing.T) {
 	if waited := time.Since(start); code(err) != flashsale.EUnavailable || waited > 2*time.Second {
 		t.Fatalf("Reload with Redis silent = %v after %v; want unavailable once the 300ms deadline passed", err, waited)
 	}
+}
+
+// TestConcurrentOrdersFindTheirPointers: pointers of orders accepted at
+// once are written in shared batches; each order is found by id, pending,
+// with its own voucher and user, as soon as PlaceOrder returned.
+func TestConcurrentOrdersFindTheirPointers(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	vouchers := []*flashsale.Voucher{e.voucher(200), e.voucher(200)}
+	var wg sync.WaitGroup
+	for u := range int64(300) {
+		wg.Go(func() {
+			v := vouchers[u%2]
+			o, err := e.svc.PlaceOrder(ctx, v.ID, u+1)
+			if err != nil {
+				t.Errorf("PlaceOrder(user %d): %v", u+1, err)
+				return
+			}
+			found, err := e.svc.FindOrder(ctx, o.ID)
+			if err != nil || found.Status != flashsale.StatusPending || found.UserID != u+1 || found.VoucherID != v.ID {
+				t.Errorf("FindOrder(%d) = %+v, %v; want pending for user %d of voucher %d", o.ID, found, err, u+1, v.ID)
+			}
+		})
+	}
+	wg.Wait()
 }

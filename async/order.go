@@ -22,10 +22,6 @@ const (
 	gateDuplicate
 )
 
-// pointerTimeout bounds the write of an accepted order's pointer, which
-// must not be cut short by a caller that stops waiting: the order stands.
-const pointerTimeout = 2 * time.Second
-
 // PlaceOrder takes one order of the voucher for the user through the Redis
 // gate. It returns the order with status pending, or ENotFound,
 // ENotStarted (with a RetryAfter), EEnded, ESoldOut or EDuplicateOrder, or
@@ -82,7 +78,7 @@ func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orde
 		// refused with is found by id only once it is persisted.
 		return nil, unavailable("gate", err)
 	}
-	o, err := s.decodeGateReply(ctx, l, res, voucherID, userID, orderID)
+	o, err := s.decodeGateReply(l, res, voucherID, userID, orderID)
 	if !durable && (err == nil || flashsale.ErrorCode(err) == flashsale.EDuplicateOrder) {
 		// Neither accepted nor refused: the order it names may vanish.
 		return nil, notDurable(orderNotDurable)
@@ -92,7 +88,7 @@ func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orde
 
 // decodeGateReply turns the gate's reply into an order or an error, and
 // remembers refusals in l (and writes the pointer of an accepted order).
-func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.RedisMessage, voucherID, userID, orderID int64) (*flashsale.Order, error) {
+func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherID, userID, orderID int64) (*flashsale.Order, error) {
 	code, err := res[0].AsInt64()
 	if err != nil {
 		return nil, fmt.Errorf("async: gate answered %v: %w", res, err)
@@ -106,7 +102,7 @@ func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.R
 			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
 		}
 		o := &flashsale.Order{ID: orderID, VoucherID: voucherID, UserID: userID, Status: flashsale.StatusPending, CreatedAt: entryTime(entry)}
-		s.writePointer(ctx, o)
+		s.writePointer(o)
 		return o, nil
 	case gateNotLoaded:
 		return nil, fmt.Errorf("%w: voucher %d", ErrNotLoaded, voucherID)
@@ -128,22 +124,6 @@ func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.R
 	return nil, fmt.Errorf("async: gate answered unknown code %d", code)
 }
 
-// writePointer records which voucher and user an accepted order belongs
-// to, so FindOrder can answer "pending" before the order is in MySQL. A
-// failure is logged, not returned: the order is accepted and will be
-// persisted; only its lookup by id waits for that.
-func (s *Service) writePointer(ctx context.Context, o *flashsale.Order) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pointerTimeout)
-	defer cancel()
-	val := strconv.FormatInt(o.VoucherID, 10) + ":" + strconv.FormatInt(o.UserID, 10)
-	ttl := max(s.cfg.PointerTTL.Milliseconds(), 1) // PX: a TTL under a second still expires
-	cmd := s.client.B().Set().Key(s.keys.order(o.ID)).Value(val).PxMilliseconds(ttl).Build()
-	if err := s.client.Do(ctx, cmd).Error(); err != nil {
-		s.log.Warn("async: order accepted, but its pointer was not written; it can be found once persisted",
-			"order", o.ID, "voucher", o.VoucherID, "user", o.UserID, "err", err)
-	}
-}
-
 // FindOrder returns the order with the given id: from MySQL once the
 // consumer has persisted it; before that, from Redis with status pending
 // (or failed, when it was dead-lettered or its stock given back); or
@@ -153,16 +133,9 @@ func (s *Service) FindOrder(ctx context.Context, id int64) (*flashsale.Order, er
 	if flashsale.ErrorCode(err) != flashsale.ENotFound {
 		return o, err
 	}
-	val, err := s.client.Do(ctx, s.client.B().Get().Key(s.keys.order(id)).Build()).ToString()
-	if rueidis.IsRedisNil(err) {
-		return nil, flashsale.Errorf(flashsale.ENotFound, "order %d not found", id)
-	}
+	voucher, user, err := s.findPointer(ctx, id)
 	if err != nil {
-		return nil, unavailable(fmt.Sprintf("find order %d", id), err)
-	}
-	voucher, user, err := parsePointer(val)
-	if err != nil {
-		return nil, fmt.Errorf("async: pointer of order %d: %w", id, err)
+		return nil, err
 	}
 	vk := s.keys.voucher(voucher)
 	pending, err := lookupScript.Exec(ctx, s.client, []string{vk.buyers, vk.failed},

@@ -68,6 +68,8 @@ type Service struct {
 	// replicas holds, per voucher, the orders waiting for a batch in
 	// durability replica.
 	replicas sync.Map // int64 → *replicaQueue
+	// pointers holds the accepted orders whose pointers wait for a batch.
+	pointers pointerQueue
 }
 
 // NewService returns a Service on the Redis client and the store.

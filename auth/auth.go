@@ -29,6 +29,7 @@ type Authenticator struct {
 	admin  []byte
 	parser *jwt.Parser
 	now    func() time.Time
+	cache  tokenCache
 }
 
 // New returns an Authenticator for the JWT secret and the admin token. An
@@ -37,16 +38,14 @@ func New(secret, adminToken string) (*Authenticator, error) {
 	if len(secret) < MinSecretLen {
 		return nil, fmt.Errorf("auth: the JWT secret must be at least %d bytes", MinSecretLen)
 	}
-	return &Authenticator{
-		secret: []byte(secret),
-		admin:  []byte(adminToken),
-		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-			jwt.WithExpirationRequired(),
-			jwt.WithLeeway(5*time.Second),
-		),
-		now: time.Now,
-	}, nil
+	a := &Authenticator{secret: []byte(secret), admin: []byte(adminToken), now: time.Now}
+	a.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(5*time.Second),
+		jwt.WithTimeFunc(func() time.Time { return a.now() }),
+	)
+	return a, nil
 }
 
 // UserToken returns a signed token for userID that expires after ttl.
@@ -65,6 +64,10 @@ func (a *Authenticator) UserToken(userID int64, ttl time.Duration) (string, erro
 // User verifies a user token and returns the user id it names. Every
 // failure is an EUnauthorized error that says what was wrong.
 func (a *Authenticator) User(token string) (int64, error) {
+	now := a.now()
+	if id, ok := a.cache.get(token, now); ok {
+		return id, nil
+	}
 	var claims userClaims
 	_, err := a.parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.secret, nil })
 	switch {
@@ -80,6 +83,11 @@ func (a *Authenticator) User(token string) (int64, error) {
 	id, err := flashsale.ParseID(claims.Subject)
 	if err != nil {
 		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token's subject is not a user id: %v", err)
+	}
+	// Remembered until it expires (without the leeway), and only once it
+	// is in force.
+	if exp, nbf := claims.ExpiresAt.get(), claims.NotBefore.get(); exp != nil && (nbf == nil || !nbf.After(now)) {
+		a.cache.put(token, id, exp.Time)
 	}
 	return id, nil
 }

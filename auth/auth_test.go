@@ -199,3 +199,53 @@ func TestSealOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestUserCachedToken: a token verified once is answered again from the
+// cache, but only that very token and only until it expires.
+func TestUserCachedToken(t *testing.T) {
+	a := newAuth(t)
+	now := time.Now()
+	a.now = func() time.Time { return now }
+	token, err := a.UserToken(7, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if id, err := a.User(token); err != nil || id != 7 {
+			t.Fatalf("User = %d, %v; want 7", id, err)
+		}
+	}
+	if _, ok := a.cache.get(token, now); !ok {
+		t.Fatal("a verified token is not cached")
+	}
+	// The same claims under a signature altered in one character (not the
+	// last, whose low bits base64 may ignore).
+	i := len(token) - 10
+	forged := token[:i] + map[bool]string{true: "B", false: "A"}[token[i] == 'A'] + token[i+1:]
+	if _, err := a.User(forged); flashsale.ErrorCode(err) != flashsale.EUnauthorized {
+		t.Fatalf("User(forged) error = %v; want unauthorized", err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := a.User(token); flashsale.ErrorCode(err) != flashsale.EUnauthorized || !strings.Contains(flashsale.ErrorMessage(err), "expired") {
+		t.Fatalf("User(expired, cached before) error = %v; want unauthorized: expired", err)
+	}
+}
+
+// TestUserNotYetValidIsNotCached: a token accepted within the leeway of
+// its nbf is not remembered, and one whose nbf is ahead is refused.
+func TestUserNotYetValidIsNotCached(t *testing.T) {
+	a := newAuth(t)
+	key := []byte(testSecret)
+	exp := time.Now().Add(time.Hour).Unix()
+	soon := sign(t, jwt.SigningMethodHS256, key, jwt.MapClaims{"sub": "3", "exp": exp, "nbf": time.Now().Add(2 * time.Second).Unix()})
+	if id, err := a.User(soon); err != nil || id != 3 {
+		t.Fatalf("User(nbf within leeway) = %d, %v; want 3", id, err)
+	}
+	if _, ok := a.cache.get(soon, time.Now()); ok {
+		t.Fatal("a token not yet in force was cached")
+	}
+	later := sign(t, jwt.SigningMethodHS256, key, jwt.MapClaims{"sub": "3", "exp": exp, "nbf": time.Now().Add(time.Minute).Unix()})
+	if _, err := a.User(later); flashsale.ErrorCode(err) != flashsale.EUnauthorized {
+		t.Fatalf("User(nbf ahead) error = %v; want unauthorized", err)
+	}
+}

@@ -38,6 +38,7 @@ type testAPI struct {
 	auth  *auth.Authenticator
 	db    *store.DB
 	locks *lock.Client
+	redis rueidis.Client // the Redis of everything (BenchmarkHotVoucher reads its CPU)
 }
 
 type apiOptions struct {
@@ -100,7 +101,7 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	return &testAPI{t: t, url: ts.URL, auth: a, db: db, locks: locks}
+	return &testAPI{t: t, url: ts.URL, auth: a, db: db, locks: locks, redis: rc}
 }
 
 // services returns the strategy's services; async runs its consumer until

@@ -107,8 +107,19 @@ func (db *DB) PersistOrders(ctx context.Context, orders []flashsale.Order) (Pers
 	if len(orders) == 0 {
 		return PersistResult{}, nil
 	}
+	// Most batches hold only new orders: try them as such first, which
+	// spares the lookup of stored orders (two index probes per order);
+	// a batch that is not, or that lost a lock race, goes the long way.
 	var res PersistResult
-	err := db.txRetrying(ctx, func(tx *Tx) error {
+	err := db.Tx(ctx, func(tx *Tx) error {
+		var err error
+		res, err = tx.persistNew(ctx, db.dialect, orders)
+		return err
+	})
+	if err == nil || !errors.Is(err, errNotAllNew) && flashsale.ErrorCode(err) != flashsale.EBusy {
+		return res, err
+	}
+	err = db.txRetrying(ctx, func(tx *Tx) error {
 		var err error
 		res, err = tx.persist(ctx, db.dialect, orders)
 		return err
@@ -137,6 +148,39 @@ func (db *DB) txRetrying(ctx context.Context, fn func(tx *Tx) error) error {
 			return err
 		}
 	}
+}
+
+// errNotAllNew says a batch held an order stored already (or twice): it
+// is rolled back and persisted again the long way, looking each order up.
+var errNotAllNew = errors.New("store: the batch is not all new orders")
+
+// persistNew runs PersistOrders inside tx for a batch of orders none of
+// which is stored yet: it inserts them all and takes their stock, or
+// returns errNotAllNew when some row was not inserted (the caller rolls
+// tx back).
+func (tx *Tx) persistNew(ctx context.Context, dialect string, orders []flashsale.Order) (PersistResult, error) {
+	sorted := slices.SortedFunc(slices.Values(orders), func(a, b flashsale.Order) int { return cmp.Compare(a.ID, b.ID) })
+	err := tx.insertNewOrders(ctx, dialect, sorted)
+	if errors.Is(err, errRaced) {
+		return PersistResult{}, fmt.Errorf("%w: %w", errNotAllNew, err)
+	}
+	if err != nil {
+		return PersistResult{}, err
+	}
+	perVoucher := map[int64]int{}
+	for _, o := range orders {
+		perVoucher[o.VoucherID]++
+	}
+	for _, v := range slices.Sorted(maps.Keys(perVoucher)) {
+		if err := tx.takeStock(ctx, v, perVoucher[v]); err != nil {
+			return PersistResult{}, err
+		}
+	}
+	res := PersistResult{Outcomes: make([]Outcome, len(orders)), Inserted: len(orders)}
+	for i := range res.Outcomes {
+		res.Outcomes[i] = Inserted
+	}
+	return res, nil
 }
 
 // pair is an order's voucher and user.

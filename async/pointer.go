@@ -1,0 +1,153 @@
+package async
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/redis/rueidis"
+)
+
+// Order pointers tell FindOrder which voucher and user an order id belongs
+// to while the order is not in MySQL yet. They cannot be written by
+// gate.lua: a script's keys share the voucher's hash tag, and a lookup by
+// order id does not know the voucher. So they are written after the gate
+// accepted, and to keep that cheap they are batched: the pointers of the
+// orders accepted while the previous batch was on its way go out together,
+// as one HSET per bucket followed by its PEXPIRE, in one round trip. A
+// bucket is a hash of the orders whose ids were allocated in the same
+// pointerBucketSpan seconds (an id's upper bits are its second), so
+// FindOrder finds the bucket from the id alone and each command touches
+// one key. A bucket expires PointerTTL after its last write.
+
+const (
+	// pointerBucketShift drops an id's sequence (32 bits) and the low 4
+	// bits of its second: a bucket spans 16 seconds of ids.
+	pointerBucketShift = 32 + 4
+	// pointerWorkers bounds the batches in flight at once.
+	pointerWorkers = 2
+	// pointerMaxBatch bounds the pointers of one batch.
+	pointerMaxBatch = 512
+	// pointerTimeout bounds the write of a batch, which must not be cut
+	// short by a caller that stops waiting: the orders stand.
+	pointerTimeout = 2 * time.Second
+)
+
+// pointerCall is one accepted order waiting for its pointer's batch.
+type pointerCall struct {
+	order *flashsale.Order
+	done  chan struct{}
+}
+
+// pointerQueue collects the pointers waiting for a batch.
+type pointerQueue struct {
+	mu      sync.Mutex
+	calls   []*pointerCall
+	workers int
+}
+
+// order returns the key of the bucket holding an order's pointer and the
+// pointer's field in it.
+func (k keyspace) order(id int64) (key, field string) {
+	return k.prefix + "{p" + strconv.FormatInt(id>>pointerBucketShift, 10) + "}", strconv.FormatInt(id, 10)
+}
+
+// writePointer records which voucher and user an accepted order belongs
+// to, so FindOrder can answer "pending" before the order is in MySQL, and
+// returns once it is written (with the pointers of the orders accepted
+// meanwhile). A failure is logged, not returned: the order is accepted and
+// will be persisted; only its lookup by id waits for that.
+func (s *Service) writePointer(o *flashsale.Order) {
+	c := &pointerCall{order: o, done: make(chan struct{})}
+	q := &s.pointers
+	q.mu.Lock()
+	q.calls = append(q.calls, c)
+	start := q.workers < pointerWorkers
+	if start {
+		q.workers++
+	}
+	q.mu.Unlock()
+	if start {
+		go s.pointerWorker()
+	}
+	<-c.done
+}
+
+// pointerWorker writes batches of pointers until none are waiting.
+func (s *Service) pointerWorker() {
+	q := &s.pointers
+	for {
+		q.mu.Lock()
+		n := min(len(q.calls), pointerMaxBatch)
+		if n == 0 {
+			q.workers--
+			q.mu.Unlock()
+			return
+		}
+		batch := q.calls[:n:n]
+		q.calls = append([]*pointerCall(nil), q.calls[n:]...)
+		q.mu.Unlock()
+		s.writePointers(batch)
+	}
+}
+
+// writePointers writes one batch of pointers and releases its callers.
+func (s *Service) writePointers(batch []*pointerCall) {
+	defer func() {
+		for _, c := range batch {
+			close(c.done)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), pointerTimeout)
+	defer cancel()
+	buckets := map[string][]string{} // usually one
+	for _, c := range batch {
+		o := c.order
+		key, field := s.keys.order(o.ID)
+		buckets[key] = append(buckets[key], field, strconv.FormatInt(o.VoucherID, 10)+":"+strconv.FormatInt(o.UserID, 10))
+	}
+	ttl := max(s.cfg.PointerTTL.Milliseconds(), 1) // PX: a TTL under a second still expires
+	cmds := make(rueidis.Commands, 0, 2*len(buckets))
+	for key, fv := range buckets {
+		cmds = append(cmds,
+			hset(s.client, key, fv),
+			s.client.B().Pexpire().Key(key).Milliseconds(ttl).Build())
+	}
+	for _, res := range s.client.DoMulti(ctx, cmds...) {
+		if err := res.Error(); err != nil {
+			s.log.Warn("async: orders accepted, but their pointers were not written; they can be found once persisted",
+				"orders", len(batch), "first", batch[0].order.ID, "err", err)
+			return
+		}
+	}
+}
+
+// hset returns HSET key with the fields and values in fv.
+func hset(client rueidis.Client, key string, fv []string) rueidis.Completed {
+	cmd := client.B().Hset().Key(key).FieldValue()
+	for i := 0; i+1 < len(fv); i += 2 {
+		cmd = cmd.FieldValue(fv[i], fv[i+1])
+	}
+	return cmd.Build()
+}
+
+// findPointer returns the voucher and user of an order's pointer, or
+// ENotFound when there is none.
+func (s *Service) findPointer(ctx context.Context, id int64) (voucher, user int64, err error) {
+	key, field := s.keys.order(id)
+	val, err := s.client.Do(ctx, s.client.B().Hget().Key(key).Field(field).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return 0, 0, flashsale.Errorf(flashsale.ENotFound, "order %d not found", id)
+	}
+	if err != nil {
+		return 0, 0, unavailable(fmt.Sprintf("find order %d", id), err)
+	}
+	voucher, user, err = parsePointer(val)
+	if err != nil {
+		return 0, 0, fmt.Errorf("async: pointer of order %d: %w", id, err)
+	}
+	return voucher, user, nil
+}
