@@ -50,7 +50,7 @@ func TestFaultSentinelFailoverMidSale(t *testing.T) {
 	b := r.serveWith("--strategy", "async", "--rate-limit-user", "100", "--claim-idle", "2s")
 	locked := r.serveWith("--strategy", "lock", "--rate-limit-user", "100")
 	r.createVoucher(a.URL)
-	set.WaitReplicaSync(t) // a failover to a replica still in its first sync is another test
+	set.WaitReplicaSync(t) // the voucher is on the replica before the sale starts
 	targets := func() []string { return []string{a.URL, b.URL} }
 
 	s := &sale{accepted: map[int64]int64{}, codes: map[string]int{}}
