@@ -11,7 +11,7 @@
 // Every voucher's keys share one hash tag, so each script touches one slot
 // and the package runs unchanged on Redis Cluster:
 //
-//	<prefix>{v<id>}:meta    hash: stock (left), initial, begin, end (µs since 1970)
+//	<prefix>{v<id>}:meta    hash: stock (left), initial, begin, end (µs since 1970), given (units given back)
 //	<prefix>{v<id>}:buyers  hash: user id → order id
 //	<prefix>{v<id>}:orders  stream of accepted orders (fields o, u), consumer group "persist"
 //	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with the reason
@@ -81,7 +81,10 @@
 // A Service notices that Redis lost its data by Redis's epoch
 // (Service.WatchEpoch): it logs a bound on the orders lost, records the
 // loss for reconciliation and reloads its vouchers from MySQL, so nothing
-// MySQL holds is sold twice. A full Redis (maxmemory, noeviction) loses
+// MySQL holds is sold twice. It notices that Redis went back in time (a
+// failover to a replica that lagged, which keeps the epoch) by a voucher's
+// level rising (rewind.go): it logs a lower bound, records it, and makes
+// Redis record the buyers MySQL holds. A full Redis (maxmemory, noeviction) loses
 // nothing: every script runs whole or not at all (see IsOOM).
 //
 // Everything else — consumer crashes, MySQL outages, orders MySQL refuses —

@@ -1,6 +1,7 @@
 package async
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,10 +23,20 @@ type epochState struct {
 	backlog map[int64]int64 // voucher → orders not persisted at the last check that found Redis whole
 }
 
-// EpochLoss is a loss of Redis's data that a service noticed: Redis's
-// epoch changed under it (a restart without persistence, a failover to a
-// replica that had been reset, a FLUSHALL).
+// The kinds of EpochLoss.
+const (
+	// LossEmptied: Redis's epoch changed (a restart without persistence, a
+	// failover to a replica that had been reset or was in its first sync, a
+	// FLUSHALL).
+	LossEmptied = "emptied"
+	// LossRewound: a voucher's level rose, so Redis went back in time (a
+	// failover to a replica that lagged); see rewind.go.
+	LossRewound = "rewound"
+)
+
+// EpochLoss is a loss of Redis's data that a service noticed.
 type EpochLoss struct {
+	Kind            string // LossEmptied or LossRewound
 	Noticed         time.Time
 	Previous, Epoch string
 	By              string // the instance that noticed, hostname-pid-random
@@ -35,6 +46,9 @@ type EpochLoss struct {
 	// plus the orders it accepted since. Other instances add their own
 	// entries; orders whose gate reply was lost are not counted.
 	MayBeLost int64
+	// AtLeast bounds, from below, what a rewind took (LossRewound): the
+	// accepted orders (or buyers recorded by a consumer) it lost.
+	AtLeast int64
 	// Vouchers lists "voucher:bound" for each voucher that may have lost
 	// orders, comma-separated.
 	Vouchers string
@@ -152,6 +166,7 @@ func (s *Service) reportLoss(ctx context.Context, prev, cur string, counted map[
 	s.log.Error("REDIS LOST ITS DATA (its epoch changed): vouchers reload from MySQL, orders accepted but not persisted are lost; run flashsale reconcile",
 		"previous_epoch", prev, "epoch", cur, "may_be_lost", total, "vouchers", loss.Vouchers)
 	cmd := s.client.B().Xadd().Key(s.keys.epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
+		FieldValue("kind", LossEmptied).
 		FieldValue("noticed", strconv.FormatInt(loss.Noticed.UnixMilli(), 10)).
 		FieldValue("previous", prev).FieldValue("epoch", cur).FieldValue("by", loss.By).
 		FieldValue("may_be_lost", strconv.FormatInt(total, 10)).FieldValue("vouchers", loss.Vouchers).Build()
@@ -159,6 +174,9 @@ func (s *Service) reportLoss(ctx context.Context, prev, cur string, counted map[
 		s.log.Error("async: recording the loss of Redis's data for reconcile", "err", err)
 	}
 	for id := range counted {
+		if l, ok := s.locals.Load(id); ok {
+			l.(*local).forgetLevel() // the reload starts a new history
+		}
 		if err := s.Reload(ctx, id); err != nil && flashsale.ErrorCode(err) != flashsale.EEnded {
 			s.log.Warn("async: reloading a voucher after Redis lost its data; the next order retries", "voucher", id, "err", err)
 		}
@@ -182,8 +200,9 @@ func ReadEpochs(ctx context.Context, client rueidis.Client, prefix string) (curr
 		f := e.FieldValues
 		ms, _ := strconv.ParseInt(f["noticed"], 10, 64)
 		n, _ := strconv.ParseInt(f["may_be_lost"], 10, 64)
-		losses = append(losses, EpochLoss{Noticed: time.UnixMilli(ms), Previous: f["previous"], Epoch: f["epoch"],
-			By: f["by"], MayBeLost: n, Vouchers: f["vouchers"]})
+		least, _ := strconv.ParseInt(f["at_least"], 10, 64)
+		losses = append(losses, EpochLoss{Kind: cmp.Or(f["kind"], LossEmptied), Noticed: time.UnixMilli(ms),
+			Previous: f["previous"], Epoch: f["epoch"], By: f["by"], MayBeLost: n, AtLeast: least, Vouchers: f["vouchers"]})
 	}
 	return current, losses, nil
 }

@@ -46,6 +46,7 @@ func (s *Service) PlaceOrder(ctx context.Context, voucherID, userID int64) (*fla
 	}
 	o, err := s.askGate(ctx, l, voucherID, userID, id)
 	if errors.Is(err, ErrNotLoaded) {
+		l.forgetLevel()
 		if err := s.Reload(ctx, voucherID); err != nil {
 			return nil, err
 		}
@@ -67,6 +68,7 @@ func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orde
 	var res []rueidis.RedisMessage
 	var err error
 	durable := true
+	seen := l.low.Load() // before the request: see rewind.go
 	if s.cfg.Durability.Mode == DurabilityReplica {
 		res, durable, err = s.replicate(ctx, voucherID, args)
 	} else {
@@ -78,7 +80,7 @@ func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orde
 		// refused with is found by id only once it is persisted.
 		return nil, unavailable("gate", err)
 	}
-	o, err := s.decodeGateReply(l, res, voucherID, userID, orderID)
+	o, err := s.decodeGateReply(l, res, voucherID, userID, orderID, seen)
 	if !durable && (err == nil || flashsale.ErrorCode(err) == flashsale.EDuplicateOrder) {
 		// Neither accepted nor refused: the order it names may vanish.
 		return nil, notDurable(orderNotDurable)
@@ -87,8 +89,10 @@ func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orde
 }
 
 // decodeGateReply turns the gate's reply into an order or an error, and
-// remembers refusals in l (and writes the pointer of an accepted order).
-func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherID, userID, orderID int64) (*flashsale.Order, error) {
+// remembers refusals in l (and, for an accepted order, writes its pointer
+// and checks its level against seen, the lowest level seen before the
+// request).
+func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherID, userID, orderID, seen int64) (*flashsale.Order, error) {
 	code, err := res[0].AsInt64()
 	if err != nil {
 		return nil, fmt.Errorf("async: gate answered %v: %w", res, err)
@@ -98,6 +102,10 @@ func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherI
 		l.accepted.Add(1)
 		left, _ := res[1].AsInt64()
 		entry, _ := res[2].ToString()
+		if len(res) > 3 {
+			given, _ := res[3].AsInt64()
+			s.observeLevel(l, voucherID, seen, level(left, given))
+		}
 		if left == 0 {
 			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
 		}

@@ -1,6 +1,8 @@
 -- restore.lua gives back the unit of stock an order took that will never be
 -- persisted: it removes the buyer and adds one to the stock, if the user is
 -- still recorded with that order and the stock is below the initial one.
+-- It counts the units given back in the meta hash's field given, so that
+-- stock - given only ever falls while Redis keeps its writes (rewind.go).
 --
 -- KEYS[1] meta hash, KEYS[2] buyers hash
 -- ARGV[1] user id, ARGV[2] order id
@@ -19,4 +21,5 @@ if tonumber(m[1]) >= tonumber(m[2]) then
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'stock', 1)
+redis.call('HINCRBY', KEYS[1], 'given', 1)
 return 1

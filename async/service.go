@@ -99,6 +99,9 @@ type local struct {
 	// accepted counts the orders the gate accepted here since WatchEpoch
 	// last found Redis whole.
 	accepted atomic.Int64
+	// low is the lowest level (stock - given) the gate reported here, or
+	// lowUnknown; see rewind.go.
+	low atomic.Int64
 }
 
 // verdict is a refusal remembered until a deadline.
@@ -111,7 +114,9 @@ type verdict struct {
 // newLocal returns the local state of a voucher.
 func (k keyspace) newLocal(voucherID int64) *local {
 	vk := k.voucher(voucherID)
-	return &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}, syncKey: vk.sync}
+	l := &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}, syncKey: vk.sync}
+	l.forgetLevel()
+	return l
 }
 
 // remember makes the instance refuse orders with code for ttl; for

@@ -88,6 +88,7 @@ func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *bac
 		if err := checkEvictionPolicy(ctx, b.redis, log); err != nil {
 			return nil, err
 		}
+		b.closers = append(b.closers, watchEvictionPolicy(b.redis, log))
 	}
 	if b.dbURL == "" {
 		dir, err := os.MkdirTemp("", "flashsale-")

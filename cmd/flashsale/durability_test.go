@@ -5,6 +5,8 @@ import (
 	"context"
 	"math"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,26 +52,51 @@ func killedRedis(t *testing.T, opts ...testenv.ServerOption) redisFault {
 	}}
 }
 
-// failedOver is a primary, its replica and three Sentinels; the primary is
-// SIGKILLed, the Sentinels promote the replica, and the old primary comes
-// back as the new one's replica (until then durability replica has no
-// replica to wait for, and accepts nothing).
+// failedOver is a primary, its replica and three Sentinels. The replica
+// is made to lag: it is paused (SIGSTOP) and its link is cut on the
+// primary (CLIENT KILL TYPE replica), the sale goes on on the primary alone
+// for replicaLag, then the primary is SIGKILLed and the replica resumed,
+// so the Sentinels promote a replica that misses the last orders. The old
+// primary comes back as the new one's replica (until then durability
+// replica has no replica to wait for, and accepts nothing).
 func failedOver(t *testing.T) redisFault {
 	set := testenv.StartSentinelSet(t)
-	set.WaitReplicaSync(t)
-	old := set.Primary()
-	return redisFault{url: set.URL(), client: set.Client(t), strike: func() { set.KillPrimary() }, recover: func() {
+	old, replica := set.Primary(), set.Replica()
+	admin := old.Client(t)
+	strike := func() {
+		replica.Pause()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := admin.Do(ctx, admin.B().Arbitrary("CLIENT", "KILL").Args("TYPE", "replica").Build()).Error()
+		cancel()
+		if err != nil {
+			t.Logf("cutting the replica's link: %v", err) // it lags anyway while paused
+		}
+		// The buyers wait for strike to return (sync.Once), so the rest runs
+		// beside them.
+		go func() {
+			time.Sleep(replicaLag)
+			old.Kill()
+			replica.Resume()
+		}()
+	}
+	return redisFault{url: set.URL(), client: set.Client(t), strike: strike, recover: func() {
 		set.WaitFailover(t, old.Addr(), 60*time.Second)
 		old.Start()
 		set.WaitReplicaSync(t)
 	}}
 }
 
+// replicaLag is how long the primary takes orders its replica never gets:
+// shorter than the Sentinels' down-after (1s), so the paused replica is
+// never seen down and is promoted.
+const replicaLag = 300 * time.Millisecond
+
 // durabilitySale is what a durability test found.
 type durabilitySale struct {
-	s        *sale
-	lost     int // orders the buyers were told about and MySQL does not have
-	serveLog string
+	s         *sale
+	lost      int // orders the buyers were told about and MySQL does not have
+	serveLog  string
+	reconcile string // what flashsale reconcile printed after the sale
 }
 
 // runDurabilitySale runs the sale in the mode under the fault and audits
@@ -112,7 +139,11 @@ func runDurabilitySale(t *testing.T, mode string, f redisFault) durabilitySale {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return durabilitySale{s: s, lost: lost, serveLog: string(out)}
+	rec, err := r.command("reconcile").CombinedOutput()
+	if err != nil {
+		t.Errorf("reconcile: %v\n%s", err, rec)
+	}
+	return durabilitySale{s: s, lost: lost, serveLog: string(out), reconcile: string(rec)}
 }
 
 // audit waits for the pipeline to drain, checks what every mode keeps,
@@ -137,11 +168,12 @@ func (r *saleRig) audit(s *sale) (lost int) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	missing := map[int64]bool{} // an order can be both accepted and named
 	for _, told := range []map[int64]int64{s.accepted, s.named} {
 		for id, user := range told {
 			o, err := db.FindOrder(ctx, id)
 			if flashsale.ErrorCode(err) == flashsale.ENotFound {
-				lost++
+				missing[id] = true
 				continue
 			}
 			if err != nil || o.UserID != user || o.Status != flashsale.StatusCreated {
@@ -149,6 +181,7 @@ func (r *saleRig) audit(s *sale) (lost int) {
 			}
 		}
 	}
+	lost = len(missing)
 	r.t.Logf("told accepted %d, named by duplicate_order %d, refused %v, transport errors %d; lost %d; Redis %+v; MySQL %+v",
 		len(s.accepted), len(s.named), s.codes, s.failures, lost, st, a)
 	if a.Orders != durabilityStock || a.DistinctBuyers != durabilityStock || a.DuplicateBuyers != 0 || a.Remaining != 0 {
@@ -207,14 +240,31 @@ func TestDurabilityMemoryRedisKilled(t *testing.T) {
 	}
 }
 
-// TestDurabilityMemoryFailover: durability memory; the primary is
-// SIGKILLed mid-sale and Sentinel promotes the replica. Whatever the
-// replica had not received is lost (on one machine that is little or
-// nothing: the loss depends on the replica's lag); the sale goes on
-// without overselling.
+// TestDurabilityMemoryFailover: durability memory; the replica lags (see
+// failedOver), the primary is SIGKILLed mid-sale and Sentinel promotes the
+// replica. The orders it had not received are lost; the service notices
+// Redis went back in time, logs it with a lower bound that holds, records
+// it for reconcile, and sells on without overselling.
 func TestDurabilityMemoryFailover(t *testing.T) {
 	d := runDurabilitySale(t, "memory", failedOver(t))
 	t.Logf("lost in the failover: %d", d.lost)
+	if d.lost == 0 {
+		t.Error("no accepted order lost: the replica did not lag")
+	}
+	bounds := regexp.MustCompile(`REDIS LOST ACCEPTED ORDERS.* at_least=(\d+)`).FindAllStringSubmatch(d.serveLog, -1)
+	if len(bounds) == 0 {
+		t.Fatalf("serve did not notice that Redis went back in time:\n%s", d.serveLog)
+	}
+	t.Logf("serve's bounds: %v", bounds)
+	for _, b := range bounds {
+		// Two reports of one rewind overlap; each bound must hold.
+		if n, _ := strconv.Atoi(b[1]); n < 1 || n > d.lost {
+			t.Errorf("serve reported at least %d orders lost; %d were", n, d.lost)
+		}
+	}
+	if !strings.Contains(d.reconcile, "redis lost accepted orders: noticed") {
+		t.Errorf("reconcile did not report the loss:\n%s", d.reconcile)
+	}
 }
 
 // TestServeRefusesDurabilityRedisCannotKeep: serve --durability aof on a

@@ -42,6 +42,11 @@ func printEpochs(ctx context.Context, w io.Writer, client rueidis.Client, prefix
 		fmt.Fprintln(w, "redis epoch: none (no async service has run since Redis was emptied; if one ran before, Redis lost its data and the orders it had not persisted)")
 	}
 	for _, l := range losses {
+		if l.Kind == async.LossRewound {
+			fmt.Fprintf(w, "redis lost accepted orders: noticed %s by %s that Redis went back in time (a failover to a replica that lagged?); at least %d lost (voucher:at least): %s\n",
+				l.Noticed.UTC().Format(time.RFC3339), l.By, l.AtLeast, l.Vouchers)
+			continue
+		}
 		fmt.Fprintf(w, "redis lost its data: noticed %s by %s (epoch %s -> %s); accepted orders not persisted then, at most %d as that instance knows: %s\n",
 			l.Noticed.UTC().Format(time.RFC3339), l.By, l.Previous, l.Epoch, l.MayBeLost, l.Vouchers)
 	}

@@ -12,8 +12,12 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// policyTimeout bounds the start-up check of Redis's eviction policy.
-const policyTimeout = 5 * time.Second
+// policyTimeout bounds a check of Redis's eviction policy; policyEvery is
+// how often a running process checks it again (one CONFIG GET).
+const (
+	policyTimeout = 5 * time.Second
+	policyEvery   = 10 * time.Second
+)
 
 // checkEvictionPolicy refuses a Redis that may evict keys when full, and
 // warns loudly when it cannot tell (CONFIG disabled or renamed, as on some
@@ -30,8 +34,9 @@ const policyTimeout = 5 * time.Second
 // the service answers with 503 and Retry-After and no partial write.
 //
 // The check reads every node the client knows at start (the primary,
-// behind Sentinel; every master and replica of a cluster); a node added or
-// promoted later is trusted to be configured alike.
+// behind Sentinel; every master and replica of a cluster);
+// watchEvictionPolicy reads the primary again every policyEvery, so a
+// replica promoted later (or a CONFIG SET) with another policy is logged.
 func checkEvictionPolicy(ctx context.Context, client rueidis.Client, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, policyTimeout)
 	defer cancel()
@@ -57,6 +62,37 @@ func checkEvictionPolicy(ctx context.Context, client rueidis.Client, log *slog.L
 		}
 	}
 	return nil
+}
+
+// watchEvictionPolicy reads the eviction policy of the server the client
+// talks to (the current primary, behind Sentinel) every policyEvery and
+// logs loudly, every time, while it is not noeviction: a promoted replica
+// is not checked at start, and a process cannot refuse to run once it
+// serves. Where CONFIG is refused it stays quiet (the start-up check said
+// so). The returned func stops the watch and waits for it.
+func watchEvictionPolicy(client rueidis.Client, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(policyEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			cctx, ccancel := context.WithTimeout(ctx, policyTimeout)
+			cfg, err := client.Do(cctx, client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+			ccancel()
+			if policy := cfg["maxmemory-policy"]; err == nil && policy != "" && policy != "noeviction" {
+				log.Error("REDIS MAY EVICT: the current Redis primary's maxmemory-policy is "+policy+", not noeviction (a promoted replica configured unlike the old primary, or a CONFIG SET?); it can evict "+evictable(policy)+"; set maxmemory-policy noeviction",
+					"policy", policy)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // evictable says what a policy other than noeviction can evict.

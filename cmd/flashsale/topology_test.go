@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/lab"
@@ -48,13 +50,18 @@ func TestFaultSentinelFailoverMidSale(t *testing.T) {
 	b := r.serveWith("--strategy", "async", "--rate-limit-user", "100", "--claim-idle", "2s")
 	locked := r.serveWith("--strategy", "lock", "--rate-limit-user", "100")
 	r.createVoucher(a.URL)
-	set.WaitReplicaSync(t) // a failover to a replica still in its first sync is another test
+	set.WaitReplicaSync(t) // the voucher is on the replica before the sale starts
 	targets := func() []string { return []string{a.URL, b.URL} }
 
 	s := &sale{accepted: map[int64]int64{}, codes: map[string]int{}}
 	// The first buyers: the primary is killed after a third of the stock;
 	// the last of them wait for, or are refused during, the failover.
-	r.buy(s, userRange(1, faultStock/3+100), targets, faultStock/3, primary.Kill)
+	var offsets string // how far the replica lagged when the primary died
+	pc, rc := primary.Client(t), set.Replica().Client(t)
+	r.buy(s, userRange(1, faultStock/3+100), targets, faultStock/3, func() {
+		offsets = replOffset(pc, "master_repl_offset") + " " + replOffset(rc, "slave_repl_offset")
+		primary.Kill()
+	})
 	promoted := set.WaitFailover(t, primary.Addr(), 60*time.Second)
 	before := make(map[int64]bool, len(s.accepted))
 	for id := range s.accepted {
@@ -74,10 +81,20 @@ func TestFaultSentinelFailoverMidSale(t *testing.T) {
 
 	// Only orders accepted by the old primary may be lost with it.
 	db, lost := r.checkAccepted(s, func(id int64) bool { return before[id] })
-	t.Logf("accepted %d (%d after the failover); lost with the old primary: %d", len(s.accepted), len(s.accepted)-len(before), lost)
+	t.Logf("accepted %d (%d after the failover); lost with the old primary: %d; at the kill %s", len(s.accepted), len(s.accepted)-len(before), lost, offsets)
+	if lost > 0 {
+		// A few orders of replication lag: an instance notices them only
+		// if its next order meets the replica's history before the new
+		// sales sink below what it saw (rewind.go), so it is not asserted
+		// here (TestDurabilityMemoryFailover does, with one instance).
+		t.Logf("the loss noticed: %s", r.lossNoticed(a, b))
+	}
 	if lost > 0 || t.Failed() {
 		// What the replica had when it was promoted explains the loss.
 		t.Logf("old primary:\n%s\npromoted replica:\n%s", oldLog, newLog)
+		for _, sn := range set.Sentinels() {
+			t.Logf("sentinel:\n%s", sn.LogTail(30))
+		}
 	}
 
 	// The lock strategy, on the new primary, sells exactly too.
@@ -201,5 +218,77 @@ func TestFaultRedisRestartedEmptyMidSale(t *testing.T) {
 	t.Logf("reconcile: %v\n%s", err, out)
 	if !strings.Contains(string(out), "redis lost its data: noticed") {
 		t.Errorf("reconcile did not report the loss")
+	}
+}
+
+// replOffset returns a field of a node's INFO replication, "name=value".
+func replOffset(c rueidis.Client, field string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	txt, err := c.Do(ctx, c.B().Info().Section("replication").Build()).ToString()
+	if err != nil {
+		return field + ": " + err.Error()
+	}
+	for line := range strings.Lines(txt) {
+		if strings.HasPrefix(line, field+":") {
+			return strings.TrimSpace(strings.Replace(line, ":", "=", 1))
+		}
+	}
+	return field + " missing"
+}
+
+// lossNoticed says whether an instance logged a loss of accepted orders
+// (Redis emptied, or gone back in time) and what reconcile reports.
+func (r *saleRig) lossNoticed(instances ...*lab.Process) string {
+	r.t.Helper()
+	var said []string
+	for _, p := range instances {
+		out, err := os.ReadFile(p.Log)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		for _, m := range []string{"REDIS LOST ACCEPTED ORDERS", "REDIS LOST ITS DATA"} {
+			if strings.Contains(string(out), m) {
+				said = append(said, p.Log+": "+m)
+			}
+		}
+	}
+	out, err := r.command("reconcile").CombinedOutput()
+	if err != nil {
+		r.t.Errorf("reconcile: %v\n%s", err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(line, "redis lost") {
+			said = append(said, "reconcile: "+strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(said, "; ")
+}
+
+// TestServeLogsAnEvictingPolicyWhileServing: a Redis whose policy becomes
+// an evicting one while serve runs (as a promoted replica configured
+// unlike the old primary would be) is logged loudly within policyEvery.
+func TestServeLogsAnEvictingPolicyWhileServing(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	r := newSaleRig(t, testenv.MySQLURL(t))
+	r.redisURL, r.redis, r.prefix = srv.URL(), srv.Client(t), "fs:"
+	p := r.serveWith("--strategy", "async")
+	c := srv.Client(t)
+	if err := c.Do(context.Background(), c.B().ConfigSet().ParameterValue().ParameterValue("maxmemory-policy", "allkeys-lru").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * policyEvery)
+	for {
+		log, err := os.ReadFile(p.Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(log), "REDIS MAY EVICT") && strings.Contains(string(log), "policy=allkeys-lru") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not log the evicting policy within %v:\n%s", 3*policyEvery, log)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

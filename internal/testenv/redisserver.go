@@ -251,6 +251,22 @@ func (s *RedisServer) Kill() { s.stop(syscall.SIGKILL) }
 // it is gone. A server that takes longer than 30s is killed.
 func (s *RedisServer) Stop() { s.stop(syscall.SIGTERM) }
 
+// Pause stops the server with SIGSTOP: it answers nothing and reads
+// nothing (a replica falls behind its primary) until Resume. It does
+// nothing if the server is not running.
+func (s *RedisServer) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *RedisServer) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *RedisServer) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		_ = s.proc.cmd.Process.Signal(sig)
+	}
+}
+
 // Restart kills the server and starts it again.
 func (s *RedisServer) Restart() {
 	s.Kill()

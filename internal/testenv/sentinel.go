@@ -32,7 +32,13 @@ const (
 // StartSentinelSet starts a primary, a replica of it and three Sentinels
 // monitoring it under a unique master name, and waits until every
 // Sentinel knows the replica and the other Sentinels (a failover is
-// possible). opts apply to both data nodes.
+// possible) and the replica has finished its first sync. opts apply to
+// both data nodes.
+//
+// The wait for the sync matters: a replica in its first sync (which takes
+// repl-diskless-sync-delay, 5s, and more) reports
+// master_link_down_since_seconds:-1, which Sentinel (7.0) takes as a
+// healthy link, so a primary killed then is replaced by an empty replica.
 func StartSentinelSet(t testing.TB, opts ...ServerOption) *SentinelSet {
 	t.Helper()
 	s := &SentinelSet{name: "fs-" + Unique()}
@@ -62,6 +68,7 @@ func StartSentinelSet(t testing.TB, opts ...ServerOption) *SentinelSet {
 		s.sentinels[i].Start()
 	}
 	s.waitDiscovered(t)
+	s.WaitReplicaSync(t)
 	return s
 }
 
