@@ -91,6 +91,9 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 // local is what an instance keeps about one voucher.
 type local struct {
 	gateKeys []string // meta, buyers, orders
+	// shards holds the keys of a sharded voucher's shards (shard.go); nil
+	// when it has one.
+	shards []voucherKeys
 	syncKey  string
 	verdict  atomic.Pointer[verdict]
 
