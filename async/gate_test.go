@@ -227,6 +227,37 @@ func TestConcurrentSaleSellsExactlyTheStock(t *testing.T) {
 	e.checkSold(v, accepted)
 }
 
+// TestConcurrentSaleOnCluster runs the same sale on a Redis Cluster,
+// consumer included: the gate's keys, the stream and the consumer group
+// live on the master of the voucher's slot, the registry and the order
+// pointers on others.
+func TestConcurrentSaleOnCluster(t *testing.T) {
+	const stock, buyers, attempts = 500, 2000, 3
+	c := testenv.SharedCluster(t)
+	client := c.Client(t)
+	prefix := "test:" + testenv.Unique() + ":"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := testenv.DeletePrefix(ctx, client, prefix); err != nil {
+			t.Error(err)
+		}
+	})
+	dsn, url := mysqlDatabase(t)
+	e := newEnvOn(t, client, prefix, dsn, url)
+	v := e.voucher(stock)
+	accepted := sell(t, e, v.ID, buyers, attempts)
+	if len(accepted) != stock {
+		t.Fatalf("%d orders accepted, want %d", len(accepted), stock)
+	}
+	if s, _, b := e.snapshot(v.ID); s != 0 || b != stock {
+		t.Errorf("Redis after the sale: stock %d, buyers %d; want 0 and %d", s, b, stock)
+	}
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, stock)
+	e.checkSold(v, accepted)
+}
+
 // sell runs a sale: every buyer 1..buyers sends attempts orders, all
 // requests at once, and sell returns the accepted orders, checking that
 // each refusal is ESoldOut or EDuplicateOrder and that nobody got two.

@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 		runConsumerProcess()
 		return
 	}
-	m.Run()
+	os.Exit(testenv.RunMain(m))
 }
 
 // runConsumerProcess runs a Consumer until SIGTERM or SIGKILL. Setup

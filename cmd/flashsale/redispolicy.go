@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,22 +29,32 @@ const policyTimeout = 5 * time.Second
 // deployment unsafe. Under noeviction a full Redis refuses writes, which
 // the service answers with 503 and Retry-After and no partial write.
 //
-// The check reads the server --redis names at start (the primary, behind
-// Sentinel); a replica promoted later is trusted to be configured alike.
+// The check reads every node the client knows at start (the primary,
+// behind Sentinel; every master and replica of a cluster); a node added or
+// promoted later is trusted to be configured alike.
 func checkEvictionPolicy(ctx context.Context, client rueidis.Client, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, policyTimeout)
 	defer cancel()
-	cfg, err := client.Do(ctx, client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
-	policy := cfg["maxmemory-policy"]
-	if err != nil || policy == "" {
-		log.Error("CANNOT CHECK REDIS'S EVICTION POLICY (CONFIG GET refused): make sure maxmemory-policy is noeviction; "+
-			"any other policy can evict locks, order pointers or, with allkeys-*, the sale's stock and buyers (oversell, lost orders)",
-			"err", err)
-		return nil
-	}
-	if policy != "noeviction" {
-		return fmt.Errorf("--redis: maxmemory-policy is %s; flashsale needs noeviction: %s can evict %s "+
-			"(set maxmemory-policy noeviction in redis.conf or with CONFIG SET)", policy, policy, evictable(policy))
+	nodes := client.Nodes()
+	addrs := slices.Sorted(maps.Keys(nodes))
+	for _, addr := range addrs {
+		node := nodes[addr]
+		cfg, err := node.Do(ctx, node.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+		policy := cfg["maxmemory-policy"]
+		if err != nil || policy == "" {
+			log.Error("CANNOT CHECK REDIS'S EVICTION POLICY (CONFIG GET refused): make sure maxmemory-policy is noeviction; "+
+				"any other policy can evict locks, order pointers or, with allkeys-*, the sale's stock and buyers (oversell, lost orders)",
+				"node", addr, "err", err)
+			continue
+		}
+		if policy != "noeviction" {
+			where := ""
+			if len(nodes) > 1 {
+				where = " on " + addr
+			}
+			return fmt.Errorf("--redis: maxmemory-policy is %s%s; flashsale needs noeviction: %s can evict %s "+
+				"(set maxmemory-policy noeviction in redis.conf or with CONFIG SET)", policy, where, policy, evictable(policy))
+		}
 	}
 	return nil
 }

@@ -97,24 +97,34 @@ func Redis(t testing.TB) (rueidis.Client, string) {
 	return c, prefix
 }
 
-// DeletePrefix deletes every key that starts with prefix.
+// DeletePrefix deletes every key that starts with prefix. On a cluster a
+// SCAN sees one node's keys only, so every node is scanned (replicas too:
+// a key they list twice is deleted once) and each key is deleted through c,
+// which sends it to its slot's master (one UNLINK may not span slots).
 func DeletePrefix(ctx context.Context, c rueidis.Client, prefix string) error {
-	var cursor uint64
-	for {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			return err
-		}
-		if len(e.Elements) > 0 {
-			if err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).Error(); err != nil {
+	for _, node := range c.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
 				return err
 			}
+			cmds := make(rueidis.Commands, 0, len(e.Elements))
+			for _, k := range e.Elements {
+				cmds = append(cmds, c.B().Unlink().Key(k).Build())
+			}
+			for _, r := range c.DoMulti(ctx, cmds...) {
+				if err := r.Error(); err != nil {
+					return err
+				}
+			}
+			if e.Cursor == 0 {
+				break
+			}
+			cursor = e.Cursor
 		}
-		if e.Cursor == 0 {
-			return nil
-		}
-		cursor = e.Cursor
 	}
+	return nil
 }
 
 // MySQL creates a fresh database for this test and returns its DSN in

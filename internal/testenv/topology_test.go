@@ -277,3 +277,48 @@ func TestSharedClusterHealsAfterKill(t *testing.T) {
 		t.Fatalf("SharedCluster after a kill: %v", err)
 	}
 }
+
+// DeletePrefix finds a prefix's keys on every master of a cluster, not
+// only on the node a keyless SCAN happens to reach, and leaves other keys.
+func TestDeletePrefixOnCluster(t *testing.T) {
+	c := SharedCluster(t)
+	rc := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix, other := "test:"+Unique()+":", "test:"+Unique()+":"
+	masters := map[*RedisServer]bool{}
+	for i := range 300 {
+		for _, p := range []string{prefix, other} {
+			k := p + "{k" + strconv.Itoa(i) + "}"
+			masters[c.MasterOf(Slot(k))] = true
+			if err := rc.Do(ctx, rc.B().Set().Key(k).Value("v").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(masters) != 3 {
+		t.Fatalf("the keys are on %d masters; want all 3", len(masters))
+	}
+	if err := DeletePrefix(ctx, rc, prefix); err != nil {
+		t.Fatal(err)
+	}
+	count := func(p string) int {
+		n := 0
+		for i := range 300 {
+			k := p + "{k" + strconv.Itoa(i) + "}"
+			if rc.Do(ctx, rc.B().Get().Key(k).Build()).Error() == nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(prefix); n != 0 {
+		t.Errorf("%d keys of the prefix left after DeletePrefix", n)
+	}
+	if n := count(other); n != 300 {
+		t.Errorf("%d of 300 keys of another prefix left; want all", n)
+	}
+	if err := DeletePrefix(ctx, rc, other); err != nil {
+		t.Fatal(err)
+	}
+}
