@@ -93,9 +93,9 @@ type local struct {
 	gateKeys []string // meta, buyers, orders
 	// shards holds the keys of a sharded voucher's shards (shard.go); nil
 	// when it has one.
-	shards []voucherKeys
-	syncKey  string
-	verdict  atomic.Pointer[verdict]
+	shards  []voucherKeys
+	syncKey string
+	verdict atomic.Pointer[verdict]
 
 	// accepted counts the orders the gate accepted here since WatchEpoch
 	// last found Redis whole.
