@@ -50,6 +50,11 @@ func TestHomeShardSpreadsBuyers(t *testing.T) {
 // clusterEnv returns an env on the shared cluster under a fresh prefix.
 func clusterEnv(t *testing.T) (*env, *testenv.Cluster) {
 	c := testenv.SharedCluster(t)
+	return envOnCluster(t, c), c
+}
+
+// envOnCluster returns an env on the cluster under a fresh prefix.
+func envOnCluster(t testing.TB, c *testenv.Cluster) *env {
 	client := c.Client(t)
 	prefix := "test:" + testenv.Unique() + ":"
 	t.Cleanup(func() {
@@ -60,7 +65,7 @@ func clusterEnv(t *testing.T) (*env, *testenv.Cluster) {
 		}
 	})
 	dsn, url := mysqlDatabase(t)
-	return newEnvOn(t, client, prefix, dsn, url), c
+	return newEnvOn(t, client, prefix, dsn, url)
 }
 
 // shardedVoucher creates a voucher of stock split into k shards.
