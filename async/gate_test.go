@@ -233,18 +233,7 @@ func TestConcurrentSaleSellsExactlyTheStock(t *testing.T) {
 // pointers on others.
 func TestConcurrentSaleOnCluster(t *testing.T) {
 	const stock, buyers, attempts = 500, 2000, 3
-	c := testenv.SharedCluster(t)
-	client := c.Client(t)
-	prefix := "test:" + testenv.Unique() + ":"
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := testenv.DeletePrefix(ctx, client, prefix); err != nil {
-			t.Error(err)
-		}
-	})
-	dsn, url := mysqlDatabase(t)
-	e := newEnvOn(t, client, prefix, dsn, url)
+	e, _ := clusterEnv(t)
 	v := e.voucher(stock)
 	accepted := sell(t, e, v.ID, buyers, attempts)
 	if len(accepted) != stock {

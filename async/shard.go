@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"strings"
+
+	"github.com/flashsale/flashsale/internal/hashslot"
 )
 
 // Shards: one hot voucher on several Redis nodes.
@@ -37,9 +39,6 @@ import (
 // The consumers read every shard's stream (each is in the registry, as
 // "<id>" or "<id>.<n>"); MySQL keeps one row per voucher.
 
-// shardSlots is the number of Redis Cluster hash slots.
-const shardSlots = 16384
-
 // homeShard returns the shard a buyer orders on: Fibonacci hashing of the
 // user id, so consecutive ids spread over the shards.
 func homeShard(userID int64, shards int) int {
@@ -61,7 +60,7 @@ func shardTags(voucherID int64, shards int) []string {
 	if shards <= 1 {
 		return tags
 	}
-	segment := func(tag string) int { return int(slot("v"+tag)) * shards / shardSlots }
+	segment := func(tag string) int { return hashslot.Of("{v"+tag+"}") * shards / hashslot.Slots }
 	first := segment(base)
 	for k, n := 1, 0; k < shards; k++ {
 		want := (first + k) % shards
@@ -75,23 +74,6 @@ func shardTags(voucherID int64, shards int) []string {
 		}
 	}
 	return tags
-}
-
-// slot returns the Redis Cluster hash slot of a key without braces:
-// CRC16 (XMODEM) mod 16384.
-func slot(key string) uint16 {
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % shardSlots
 }
 
 // tagged returns the keys under the hash tag {v<body>}: a voucher's when

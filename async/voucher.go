@@ -58,6 +58,9 @@ func (s *Service) undoCreate(ctx context.Context, v *flashsale.Voucher) {
 		cmds = append(cmds, s.client.B().Del().Key(vk.meta, vk.buyers, vk.orders).Build(),
 			s.client.B().Srem().Key(s.keys.registry()).Member(vk.body).Build())
 	}
+	if v.ShardCount() > 1 {
+		cmds = append(cmds, s.client.B().Del().Key(s.keys.shardsKey(id)).Build())
+	}
 	for _, cmd := range s.client.DoMulti(ctx, cmds...) {
 		if err := cmd.Error(); err != nil {
 			s.log.Error("async: undoing a voucher: Redis keys left behind (reconcile reports them)", "voucher", id, "err", err)
