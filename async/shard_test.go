@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/store"
 )
 
 func TestShardTagsSpreadOverSlotRanges(t *testing.T) {
@@ -311,5 +312,35 @@ func TestShardedReloadAfterLoss(t *testing.T) {
 	}
 	if got, err := e.svc.FindVoucher(ctx, v.ID); err != nil || got.Remaining != 0 {
 		t.Errorf("FindVoucher = %+v, %v; want remaining 0", got, err)
+	}
+}
+
+// TestShardedSaleWithoutMySQL: a fresh instance whose MySQL does not
+// answer learns a loaded voucher's shards from Redis and sells on each
+// buyer's home shard, so another instance refuses the same buyer.
+func TestShardedSaleWithoutMySQL(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v := e.shardedVoucher(30, 3)
+	down, err := store.Open(ctx, e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close()
+	fresh, err := NewService(e.client, down, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := int64(1); u <= 12; u++ {
+		if _, err := fresh.PlaceOrder(ctx, v.ID, u); err != nil {
+			t.Fatalf("PlaceOrder(%d) without MySQL: %v", u, err)
+		}
+		if _, err := e.svc.PlaceOrder(ctx, v.ID, u); code(err) != flashsale.EDuplicateOrder {
+			t.Fatalf("the same buyer %d through another instance: %v; want duplicate_order", u, err)
+		}
+	}
+	if st, err := ReadState(ctx, e.client, e.prefix, v.ID); err != nil || st.Buyers != 12 || st.Stock != 18 {
+		t.Errorf("ReadState = %+v, %v; want 12 buyers, 18 left", st, err)
 	}
 }

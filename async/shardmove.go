@@ -25,13 +25,21 @@ var (
 )
 
 // shardLocal sets the shards' keys of a voucher in its local state, from
-// its row (read from MySQL once per instance).
+// its row (read from MySQL once per instance) or, while MySQL does not
+// answer, from the shard count Redis records, so a loaded voucher sells
+// through a MySQL outage as before.
 func (s *Service) shardLocal(ctx context.Context, l *local, voucherID int64) error {
 	v, err := s.static(ctx, voucherID)
+	n := v.ShardCount()
 	if err != nil {
-		return err
+		if flashsale.ErrorCode(err) == flashsale.ENotFound {
+			return err
+		}
+		if n, err = shardCount(ctx, s.client, s.keys, voucherID); err != nil {
+			return unavailable(fmt.Sprintf("voucher %d", voucherID), err)
+		}
 	}
-	if n := v.ShardCount(); n > 1 {
+	if n > 1 {
 		l.shards = s.keys.shards(voucherID, n)
 	}
 	return nil
