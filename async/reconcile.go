@@ -126,7 +126,7 @@ func (r *Reconciler) voucher(ctx context.Context, id int64, fix bool) (*Report, 
 	rep := &Report{VoucherID: id}
 	shards, sides, err := r.readShardsRedis(ctx, id, rep, fix)
 	if err != nil {
-		return nil, fmt.Errorf("async: reconcile voucher %d: %w", id, err)
+		return nil, err
 	}
 	// MySQL last: whatever left the stream before is in MySQL by now.
 	audit, err := r.db.AuditVoucher(ctx, id)

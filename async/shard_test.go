@@ -77,38 +77,48 @@ func (e *env) shardedVoucher(stock, k int) *flashsale.Voucher {
 	return v
 }
 
-// sellTo runs a sale with the consumer running: every user sends attempts
-// orders, all at once. It returns the accepted orders, failing on a user
-// with two and on refusals other than sold out, duplicate or busy.
+// sellTo runs a sale with the consumer running: 256 buyers at a time
+// each send attempts orders at once (double clicks). It returns the
+// accepted orders, failing on a user with two and on refusals other than
+// sold out, duplicate or busy.
 func sellTo(t *testing.T, e *env, voucherID int64, users []int64, attempts int) (accepted []*flashsale.Order, busy int) {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	byUser := map[int64]int{}
-	start := make(chan struct{})
-	for _, u := range users {
-		for range attempts {
-			wg.Go(func() {
-				<-start
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				o, err := e.svc.PlaceOrder(ctx, voucherID, u)
-				mu.Lock()
-				defer mu.Unlock()
-				switch code(err) {
-				case "":
-					accepted = append(accepted, o)
-					byUser[u]++
-				case flashsale.EBusy:
-					busy++
-				case flashsale.ESoldOut, flashsale.EDuplicateOrder:
-				default:
-					t.Errorf("PlaceOrder(%d, %d): %v", voucherID, u, err)
-				}
-			})
+	jobs := make(chan int64)
+	click := func(u int64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		o, err := e.svc.PlaceOrder(ctx, voucherID, u)
+		mu.Lock()
+		defer mu.Unlock()
+		switch code(err) {
+		case "":
+			accepted = append(accepted, o)
+			byUser[u]++
+		case flashsale.EBusy:
+			busy++
+		case flashsale.ESoldOut, flashsale.EDuplicateOrder:
+		default:
+			t.Errorf("PlaceOrder(%d, %d): %v", voucherID, u, err)
 		}
 	}
-	close(start)
+	for range 256 {
+		wg.Go(func() {
+			for u := range jobs {
+				var clicks sync.WaitGroup
+				for range attempts {
+					clicks.Go(func() { click(u) })
+				}
+				clicks.Wait()
+			}
+		})
+	}
+	for _, u := range users {
+		jobs <- u
+	}
+	close(jobs)
 	wg.Wait()
 	for u, n := range byUser {
 		if n != 1 {

@@ -13,10 +13,20 @@ import (
 // dead letters. With fix it first completes the moves the shards' journals
 // hold (movers that died between two shards), reported in Report.Moved.
 func (r *Reconciler) readShardsRedis(ctx context.Context, id int64, rep *Report, fix bool) ([]voucherKeys, []redisSide, error) {
-	v, err := r.db.Voucher(ctx, id)
+	v, err := r.db.Voucher(ctx, id) // ENotFound as it is
 	if err != nil {
 		return nil, nil, err
 	}
+	shards, sides, err := r.readShardsOf(ctx, v, rep, fix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("async: reconcile voucher %d: %w", id, err)
+	}
+	return shards, sides, nil
+}
+
+// readShardsOf is readShardsRedis once the voucher's row is read.
+func (r *Reconciler) readShardsOf(ctx context.Context, v *flashsale.Voucher, rep *Report, fix bool) ([]voucherKeys, []redisSide, error) {
+	id := v.ID
 	shards := r.keys.shards(id, v.ShardCount())
 	if fix && len(shards) > 1 {
 		st, err := readShards(ctx, r.client, shards)
