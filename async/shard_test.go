@@ -141,6 +141,10 @@ func (e *env) checkShardedSold(v *flashsale.Voucher, accepted []*flashsale.Order
 	if err != nil || got.Remaining != 0 || got.Orders != len(accepted) || got.Shards != v.Shards {
 		e.t.Errorf("FindVoucher = %+v, %v; want remaining 0, %d orders, %d shards", got, err, len(accepted), v.Shards)
 	}
+	if list, err := e.svc.FindVouchers(ctx, 0, 100); err != nil || len(list) == 0 || list[0].ID != v.ID ||
+		list[0].Remaining != 0 || list[0].Orders != len(accepted) {
+		e.t.Errorf("FindVouchers = %v, %v; want voucher %d first with remaining 0, %d orders", list, err, v.ID, len(accepted))
+	}
 	st, err := ReadState(ctx, e.client, e.prefix, v.ID)
 	if err != nil || st.Stock != 0 || st.Buyers != len(accepted) || st.InitialStock != v.Stock {
 		e.t.Errorf("ReadState = %+v, %v; want stock 0, %d buyers, initial %d", st, err, len(accepted), v.Stock)
