@@ -91,10 +91,11 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 // the holder before it, with no Redis call. If ctx carries a held Lock of
 // this mutex (see Lock.Context), Lock re-enters it and returns the same
 // handle.
-func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
+func (m *Mutex) Lock(ctx context.Context) (_ *Lock, err error) {
 	if l, err := m.reentry(ctx); l != nil || err != nil {
 		return l, err
 	}
+	defer m.client.stats.timeLock(time.Now(), &err)
 	w, rep, err := m.client.join(ctx, m)
 	if err != nil {
 		return nil, err
@@ -230,10 +231,16 @@ func (m *Mutex) cancel(ctx context.Context, token string, block int) {
 // fail returns ctx.Err() if ctx is done, else err (a Redis or connection
 // error) wrapped with context.
 func (m *Mutex) fail(ctx context.Context, op string, err error) error {
+	return opError(ctx, op, m.name, err)
+}
+
+// opError returns ctx.Err() if ctx is done, else err from op on the lock
+// called name, wrapped with both.
+func opError(ctx context.Context, op, name string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	return fmt.Errorf("lock: %s %q: %w", op, m.name, err)
+	return fmt.Errorf("lock: %s %q: %w", op, name, err)
 }
 
 // reentry re-enters and returns the held Lock of this mutex that ctx
