@@ -29,8 +29,18 @@ type Voucher struct {
 	Orders    int       `json:"orders"`
 	BeginTime time.Time `json:"begin_time"`
 	EndTime   time.Time `json:"end_time"`
+	// Shards is how many parts the async gate splits the stock into, each
+	// on its own Redis slot, so a hot voucher is served by several Redis
+	// nodes (1 to MaxShards; 0 means 1). Synchronous strategies take only 1.
+	Shards    int       `json:"shards"`
 	CreatedAt time.Time `json:"-"`
 }
+
+// MaxShards bounds Voucher.Shards.
+const MaxShards = 64
+
+// ShardCount returns Shards, or 1 when it is 0 (not given).
+func (v *Voucher) ShardCount() int { return max(v.Shards, 1) }
 
 // Validate reports the first problem with a voucher about to be created as
 // an EInvalid error.
@@ -43,6 +53,10 @@ func (v *Voucher) Validate() error {
 		return Errorf(EInvalid, "stock must be a positive number")
 	case v.Stock > MaxStock:
 		return Errorf(EInvalid, "stock must be at most %d", MaxStock)
+	case v.Shards < 0 || v.Shards > MaxShards:
+		return Errorf(EInvalid, "shards must be 1 to %d", MaxShards)
+	case v.Shards > v.Stock:
+		return Errorf(EInvalid, "shards must be at most the stock (%d)", v.Stock)
 	case v.PayValue < 0 || v.ActualValue < 0:
 		return Errorf(EInvalid, "prices must not be negative")
 	case v.BeginTime.IsZero() || v.EndTime.IsZero():

@@ -17,6 +17,9 @@
 //	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with the reason
 //	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
 //	<prefix>{v<id>}:sync    durability replica: written before each WAIT, expires
+//	<prefix>{v<id>}:moves   sharded: hash of units in transfer to another shard
+//	<prefix>{v<id>}:applied sharded: set of the transfers added to this shard
+//	<prefix>{v<id>.<n>}:…   the same keys for shard k ≥ 1 of a sharded voucher (shard.go)
 //	<prefix>{p<bucket>}     order pointers: hash order id → "<voucher>:<user>" of the ids of
 //	                        16 seconds (pointer.go), expires a day after its last write
 //	<prefix>vouchers        set: ids of vouchers whose stream the consumers read
@@ -123,20 +126,14 @@ type voucherKeys struct {
 	meta, buyers, orders, dead, failed string
 	tries                              string // entry id → attempts to persist it on its own
 	sync                               string // written after a batch of orders, before WAIT (replicawait.go)
+	moves                              string // sharded: units taken from this shard on their way to another (shard.go)
+	applied                            string // sharded: ids of the moves added to this shard
+	body                               string // what is inside the hash tag's braces after "v"
 }
 
 // voucher returns the keys of a voucher.
 func (k keyspace) voucher(id int64) voucherKeys {
-	tag := k.prefix + "{v" + strconv.FormatInt(id, 10) + "}:"
-	return voucherKeys{
-		meta:   tag + "meta",
-		buyers: tag + "buyers",
-		orders: tag + "orders",
-		dead:   tag + "dead",
-		failed: tag + "failed",
-		tries:  tag + "tries",
-		sync:   tag + "sync",
-	}
+	return k.tagged(strconv.FormatInt(id, 10))
 }
 
 // epoch returns the key of the Redis epoch (see Service.WatchEpoch) and

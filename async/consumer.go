@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -143,7 +142,7 @@ func (c *Consumer) Stats() ConsumerStats {
 // over by another consumer after ClaimIdle. Run must not be called twice
 // at once.
 func (c *Consumer) Run(ctx context.Context) error {
-	workers := map[int64]context.CancelFunc{}
+	workers := map[string]context.CancelFunc{} // registry member → its worker
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer func() {
@@ -159,17 +158,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Warn("async: reading the voucher registry; keeping the current workers", "err", err)
 		}
 		if err == nil {
-			for id, stop := range workers {
-				if !ids[id] {
+			for m, stop := range workers {
+				if _, ok := ids[m]; !ok {
 					stop()
-					delete(workers, id)
+					delete(workers, m)
 				}
 			}
-			for id := range ids {
-				if _, ok := workers[id]; !ok {
+			for m, id := range ids {
+				if _, ok := workers[m]; !ok {
 					wctx, stop := context.WithCancel(ctx)
-					workers[id] = stop
-					w := &worker{c: c, voucher: id, keys: c.keys.voucher(id)}
+					workers[m] = stop
+					w := &worker{c: c, voucher: id, keys: c.keys.tagged(m)}
 					wg.Go(func() { w.run(wctx) })
 				}
 			}
@@ -185,20 +184,21 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-// registered returns the ids in the registry of vouchers.
-func (c *Consumer) registered(ctx context.Context) (map[int64]bool, error) {
+// registered returns the members of the registry of vouchers, each
+// with its voucher: a voucher's id, or a shard's tag (shard.go).
+func (c *Consumer) registered(ctx context.Context) (map[string]int64, error) {
 	members, err := c.client.Do(ctx, c.client.B().Smembers().Key(c.keys.registry()).Build()).AsStrSlice()
 	if err != nil {
 		return nil, err
 	}
-	ids := make(map[int64]bool, len(members))
+	ids := make(map[string]int64, len(members))
 	for _, m := range members {
-		id, err := strconv.ParseInt(m, 10, 64)
-		if err != nil {
+		id, _, ok := parseMember(m)
+		if !ok {
 			c.log.Error("async: ignoring a malformed voucher id in the registry", "member", m)
 			continue
 		}
-		ids[id] = true
+		ids[m] = id
 	}
 	return ids, nil
 }
@@ -222,11 +222,10 @@ func backlog(ctx context.Context, client rueidis.Client, keys keyspace, group st
 	}
 	execs := make([]rueidis.LuaExec, 0, len(members))
 	for _, m := range members {
-		id, err := strconv.ParseInt(m, 10, 64)
-		if err != nil {
+		if _, _, ok := parseMember(m); !ok {
 			continue
 		}
-		vk := keys.voucher(id)
+		vk := keys.tagged(m)
 		execs = append(execs, rueidis.LuaExec{Keys: []string{vk.orders, vk.meta}, Args: []string{group}})
 	}
 	var total int64

@@ -73,9 +73,13 @@ type Report struct {
 	// is over: its keys were retired (or lost after it ended), which is no
 	// difference.
 	Retired bool
-	// From Redis: stock left and initial stock, buyers accepted, accepted
+	// From Redis, summed over a sharded voucher's shards (Stock and
+	// InitialStock count the units moving between them): stock left and initial stock, buyers accepted, accepted
 	// orders not acknowledged by the consumers yet, and dead letters.
 	Stock, InitialStock, Buyers, InFlight, DeadLetters int
+	// Moved counts the moves between a sharded voucher's shards that Repair
+	// completed (their movers had died, or were still at work).
+	Moved int
 	// From MySQL: remaining stock and orders that hold stock.
 	Remaining, Orders int
 	Diffs             []Diff

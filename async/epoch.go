@@ -131,10 +131,11 @@ func (s *Service) CheckEpoch(ctx context.Context) (lost bool, err error) {
 func (s *Service) voucherBacklogs(ctx context.Context, vouchers map[int64]*local) (map[int64]int64, error) {
 	ids := make([]int64, 0, len(vouchers))
 	execs := make([]rueidis.LuaExec, 0, len(vouchers))
-	for id := range vouchers {
-		vk := s.keys.voucher(id)
-		ids = append(ids, id)
-		execs = append(execs, rueidis.LuaExec{Keys: []string{vk.orders, vk.meta}, Args: []string{s.cfg.Group}})
+	for id, l := range vouchers {
+		for _, vk := range l.keysOf(s.keys, id) {
+			ids = append(ids, id)
+			execs = append(execs, rueidis.LuaExec{Keys: []string{vk.orders, vk.meta}, Args: []string{s.cfg.Group}})
+		}
 	}
 	backlogs := make(map[int64]int64, len(ids))
 	for i, r := range backlogScript.ExecMulti(ctx, s.client, execs...) {
@@ -142,7 +143,7 @@ func (s *Service) voucherBacklogs(ctx context.Context, vouchers map[int64]*local
 		if err != nil {
 			return nil, fmt.Errorf("async: backlog of voucher %d: %w", ids[i], err)
 		}
-		backlogs[ids[i]] = v[0]
+		backlogs[ids[i]] += v[0]
 	}
 	return backlogs, nil
 }

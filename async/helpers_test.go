@@ -183,15 +183,20 @@ func (e *env) waitDrained(voucherID int64, n int) {
 	})
 }
 
-// snapshot returns Redis's stock, initial stock and buyer count.
+// snapshot returns Redis's stock, initial stock and buyer count (summed
+// over the voucher's shards).
 func (e *env) snapshot(voucherID int64) (stock, initial, buyers int64) {
 	e.t.Helper()
-	vk := e.svc.keys.voucher(voucherID)
-	s, err := snapshotScript.Exec(context.Background(), e.client, []string{vk.meta, vk.buyers}, nil).AsIntSlice()
-	if err != nil || len(s) != 3 {
-		e.t.Fatalf("snapshot of voucher %d: %v %v", voucherID, s, err)
+	ctx := context.Background()
+	n, err := shardCount(ctx, e.client, e.svc.keys, voucherID)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	return s[0], s[1], s[2]
+	s, err := voucherSnapshot(ctx, e.client, e.svc.keys, voucherID, n)
+	if err != nil || !s.loaded {
+		e.t.Fatalf("snapshot of voucher %d: %+v %v", voucherID, s, err)
+	}
+	return int64(s.stock), int64(s.initialStock), int64(s.buyers)
 }
 
 // do runs a Redis command, failing the test on an error.

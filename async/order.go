@@ -40,6 +40,11 @@ func (s *Service) PlaceOrder(ctx context.Context, voucherID, userID int64) (*fla
 	if err := l.refusal(); err != nil {
 		return nil, err
 	}
+	if !kept {
+		if err := s.shardLocal(ctx, l, voucherID); err != nil {
+			return nil, err
+		}
+	}
 	id, err := s.cfg.OrderIDs.NextID(ctx)
 	if err != nil {
 		return nil, unavailable("order id", err)
@@ -64,6 +69,9 @@ func (s *Service) PlaceOrder(ctx context.Context, voucherID, userID int64) (*fla
 // askGate runs the gate script, which decides, for one order and returns
 // its decision decoded.
 func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orderID int64) (*flashsale.Order, error) {
+	if l.shards != nil {
+		return s.askShards(ctx, l, voucherID, userID, orderID)
+	}
 	args := []string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)}
 	var res []rueidis.RedisMessage
 	var err error
@@ -102,11 +110,13 @@ func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherI
 		l.accepted.Add(1)
 		left, _ := res[1].AsInt64()
 		entry, _ := res[2].ToString()
-		if len(res) > 3 {
+		if len(res) > 3 && l.shards == nil {
+			// A sharded voucher's shards pass stock between them, so only
+			// an unsharded voucher has one level to watch (rewind.go).
 			given, _ := res[3].AsInt64()
 			s.observeLevel(l, voucherID, seen, level(left, given))
 		}
-		if left == 0 {
+		if left == 0 && l.shards == nil { // a dry shard is refilled from the others
 			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
 		}
 		o := &flashsale.Order{ID: orderID, VoucherID: voucherID, UserID: userID, Status: flashsale.StatusPending, CreatedAt: entryTime(entry)}
@@ -145,7 +155,7 @@ func (s *Service) FindOrder(ctx context.Context, id int64) (*flashsale.Order, er
 	if err != nil {
 		return nil, err
 	}
-	vk := s.keys.voucher(voucher)
+	vk := s.buyerKeys(ctx, voucher, user)
 	pending, err := lookupScript.Exec(ctx, s.client, []string{vk.buyers, vk.failed},
 		[]string{strconv.FormatInt(user, 10), strconv.FormatInt(id, 10)}).AsInt64()
 	if err != nil {

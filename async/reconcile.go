@@ -123,19 +123,10 @@ func (r *Reconciler) Repair(ctx context.Context, id int64) (*Report, error) {
 
 // voucher reconciles one voucher, repairing with fix.
 func (r *Reconciler) voucher(ctx context.Context, id int64, fix bool) (*Report, error) {
-	vk := r.keys.voucher(id)
-	snap, err := readSnapshot(ctx, r.client, vk)
+	rep := &Report{VoucherID: id}
+	shards, sides, err := r.readShardsRedis(ctx, id, rep, fix)
 	if err != nil {
-		return nil, fmt.Errorf("async: reconcile voucher %d: %w", id, err)
-	}
-	rep := &Report{VoucherID: id, Loaded: snap.loaded}
-	var rs redisSide
-	if rep.Loaded {
-		rep.Stock, rep.InitialStock = snap.stock, snap.initialStock
-		if rs, err = r.readRedis(ctx, vk); err != nil {
-			return nil, fmt.Errorf("async: reconcile voucher %d: %w", id, err)
-		}
-		rep.Buyers, rep.DeadLetters = len(rs.buyers), len(rs.dead)
+		return nil, err
 	}
 	// MySQL last: whatever left the stream before is in MySQL by now.
 	audit, err := r.db.AuditVoucher(ctx, id)
@@ -161,18 +152,11 @@ func (r *Reconciler) voucher(ctx context.Context, id int64, fix bool) (*Report, 
 		}
 		return rep, nil
 	}
-	if snap.stock+snap.buyers != rep.InitialStock || rep.InitialStock != audit.Stock {
+	if rep.Stock+rep.Buyers != rep.InitialStock || rep.InitialStock != audit.Stock {
 		rep.add(Diff{Kind: DiffRedisStock, Detail: fmt.Sprintf("Redis: stock %d + buyers %d, initial stock %d; MySQL stock %d",
-			snap.stock, snap.buyers, rep.InitialStock, audit.Stock)})
+			rep.Stock, rep.Buyers, rep.InitialStock, audit.Stock)})
 	}
-	mysql := make(map[int64]int64, len(orders)) // user → order
-	for _, o := range orders {
-		mysql[o.UserID] = o.ID
-	}
-	if err := r.compare(ctx, vk, rep, rs, mysql, fix); err != nil {
-		return rep, err
-	}
-	if err := r.checkRegistered(ctx, vk, rep, len(rs.inFlight), fix); err != nil {
+	if err := r.compareShards(ctx, shards, sides, rep, orders, fix); err != nil {
 		return rep, err
 	}
 	for _, d := range rep.Diffs {
@@ -233,7 +217,7 @@ func (r *Reconciler) compareBuyers(ctx context.Context, vk voucherKeys, rep *Rep
 			d := rep.add(Diff{Kind: DiffLostOrder, UserID: user, OrderID: order,
 				Detail: "accepted by Redis; not in MySQL, the stream or the dead letters"})
 			if fix {
-				fixed, err := r.requeue(ctx, vk, rep.VoucherID, user, order)
+				fixed, err := r.requeue(ctx, vk, user, order)
 				if err != nil {
 					return err
 				}
@@ -306,7 +290,7 @@ func (r *Reconciler) checkRegistered(ctx context.Context, vk voucherKeys, rep *R
 	if waiting == 0 {
 		return nil
 	}
-	id := itoa(rep.VoucherID)
+	id := vk.body // the voucher's id, or its shard's tag
 	ok, err := r.client.Do(ctx, r.client.B().Sismember().Key(r.keys.registry()).Member(id).Build()).AsBool()
 	if err != nil || ok {
 		return err
@@ -327,12 +311,12 @@ func (r *Reconciler) checkRegistered(ctx context.Context, vk voucherKeys, rep *R
 
 // requeue appends an accepted order to the voucher's stream again, then
 // registers the voucher (in that order, see worker.retireIfDone).
-func (r *Reconciler) requeue(ctx context.Context, vk voucherKeys, voucher, user, order int64) (bool, error) {
+func (r *Reconciler) requeue(ctx context.Context, vk voucherKeys, user, order int64) (bool, error) {
 	n, err := requeueScript.Exec(ctx, r.client, []string{vk.buyers, vk.orders}, []string{itoa(user), itoa(order)}).AsInt64()
 	if err != nil || n == 0 {
 		return false, err
 	}
-	err = r.client.Do(ctx, r.client.B().Sadd().Key(r.keys.registry()).Member(itoa(voucher)).Build()).Error()
+	err = r.client.Do(ctx, r.client.B().Sadd().Key(r.keys.registry()).Member(vk.body).Build()).Error()
 	return err == nil, err
 }
 

@@ -66,9 +66,7 @@ func (c *Consumer) retire(ctx context.Context, r *Reconciler, id int64) error {
 		log.Warn("async: keeping a finished sale's Redis keys: reconcile reports differences", "differences", len(rep.Diffs))
 		return c.postpone(ctx, id)
 	}
-	vk := c.keys.voucher(id)
-	res, err := retireScript.Exec(ctx, c.client, []string{vk.meta, vk.buyers, vk.orders, vk.dead, vk.failed, vk.tries},
-		[]string{c.cfg.Group}).AsInt64()
+	res, vk, err := c.retireShards(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -98,4 +96,36 @@ func (c *Consumer) forgetRetiring(ctx context.Context, member string) {
 	if err := c.client.Do(ctx, c.client.B().Zrem().Key(c.keys.retiring()).Member(member).Build()).Error(); err != nil {
 		c.log.Warn("async: removing a voucher from the retiring set", "voucher", member, "err", err)
 	}
+}
+
+// retireShards runs retire.lua on each shard of a voucher (its one set of
+// keys when it has one shard) and returns the first answer other than 1
+// (deleted) or 3 (not loaded), with its shard, or 1. Once every shard is
+// gone, their journals, applied sets and shard count go too.
+func (c *Consumer) retireShards(ctx context.Context, id int64) (int64, voucherKeys, error) {
+	n, err := shardCount(ctx, c.client, c.keys, id)
+	if err != nil {
+		return 0, voucherKeys{}, err
+	}
+	shards := c.keys.shards(id, n)
+	out := int64(3)
+	for _, vk := range shards {
+		res, err := retireScript.Exec(ctx, c.client, []string{vk.meta, vk.buyers, vk.orders, vk.dead, vk.failed, vk.tries},
+			[]string{c.cfg.Group}).AsInt64()
+		if err != nil || (res != 1 && res != 3) {
+			return res, vk, err
+		}
+		out = min(out, res)
+	}
+	if n > 1 {
+		for _, vk := range shards {
+			if err := c.client.Do(ctx, c.client.B().Del().Key(vk.moves, vk.applied).Build()).Error(); err != nil {
+				return 0, vk, err
+			}
+		}
+		if err := c.client.Do(ctx, c.client.B().Del().Key(c.keys.shardsKey(id)).Build()).Error(); err != nil {
+			return 0, shards[0], err
+		}
+	}
+	return out, shards[0], nil
 }

@@ -93,8 +93,11 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 // local is what an instance keeps about one voucher.
 type local struct {
 	gateKeys []string // meta, buyers, orders
-	syncKey  string
-	verdict  atomic.Pointer[verdict]
+	// shards holds the keys of a sharded voucher's shards (shard.go); nil
+	// when it has one.
+	shards  []voucherKeys
+	syncKey string
+	verdict atomic.Pointer[verdict]
 
 	// accepted counts the orders the gate accepted here since WatchEpoch
 	// last found Redis whole.

@@ -8,7 +8,8 @@ import (
 )
 
 // State is what Redis holds for one voucher of the pipeline, read in one
-// consistent step: with nothing sold twice and no buyer lost, Stock +
+// consistent step (summed over its shards when it has several, each read
+// in one step, and the units moving between them counted in Stock): with nothing sold twice and no buyer lost, Stock +
 // Buyers = InitialStock at every instant.
 type State struct {
 	// Loaded is false when the voucher is not in Redis; the rest is zero.
@@ -23,17 +24,25 @@ type State struct {
 // (DefaultPrefix when empty). It is for tools that audit the pipeline from
 // outside, such as the load lab.
 func ReadState(ctx context.Context, client rueidis.Client, prefix string, voucherID int64) (State, error) {
-	vk := keyspace{orDefault(prefix, DefaultPrefix)}.voucher(voucherID)
-	snap, err := readSnapshot(ctx, client, vk)
+	keys := keyspace{orDefault(prefix, DefaultPrefix)}
+	shards, err := shardCount(ctx, client, keys, voucherID)
+	if err != nil {
+		return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
+	}
+	snap, err := voucherSnapshot(ctx, client, keys, voucherID, shards)
 	if err != nil {
 		return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
 	}
 	if !snap.loaded {
 		return State{}, nil
 	}
-	dead, err := client.Do(ctx, client.B().Xlen().Key(vk.dead).Build()).AsInt64()
-	if err != nil {
-		return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
+	var dead int64
+	for _, vk := range keys.shards(voucherID, shards) {
+		n, err := client.Do(ctx, client.B().Xlen().Key(vk.dead).Build()).AsInt64()
+		if err != nil {
+			return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
+		}
+		dead += n
 	}
 	return State{Loaded: true, Stock: snap.stock, InitialStock: snap.initialStock, Buyers: snap.buyers, DeadLetters: int(dead)}, nil
 }

@@ -27,14 +27,23 @@ func Registered(ctx context.Context, client rueidis.Client, prefix string) ([]in
 	return ids, nil
 }
 
-// VoucherBacklog returns how many accepted orders of the voucher the group
+// VoucherBacklog returns how many accepted orders of the voucher (summed
+// over its shards) the group
 // (DefaultGroup when empty) has not acknowledged yet, under prefix
 // (DefaultPrefix when empty); 0 for a voucher that is not loaded.
 func VoucherBacklog(ctx context.Context, client rueidis.Client, prefix, group string, voucherID int64) (int64, error) {
-	vk := keyspace{orDefault(prefix, DefaultPrefix)}.voucher(voucherID)
-	v, err := backlogScript.Exec(ctx, client, []string{vk.orders, vk.meta}, []string{orDefault(group, DefaultGroup)}).AsIntSlice()
+	keys := keyspace{orDefault(prefix, DefaultPrefix)}
+	n, err := shardCount(ctx, client, keys, voucherID)
 	if err != nil {
 		return 0, fmt.Errorf("async: backlog of voucher %d: %w", voucherID, err)
 	}
-	return v[0], nil
+	var sum int64
+	for _, vk := range keys.shards(voucherID, n) {
+		v, err := backlogScript.Exec(ctx, client, []string{vk.orders, vk.meta}, []string{orDefault(group, DefaultGroup)}).AsIntSlice()
+		if err != nil {
+			return 0, fmt.Errorf("async: backlog of voucher %d: %w", voucherID, err)
+		}
+		sum += v[0]
+	}
+	return sum, nil
 }

@@ -27,6 +27,9 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 	if err := v.Validate(); err != nil {
 		return err
 	}
+	if v.ShardCount() > 1 && s.cfg.Durability.Mode == DurabilityReplica {
+		return flashsale.Errorf(flashsale.EInvalid, "shards > 1 is not supported with durability replica (each shard would need its own WAIT)")
+	}
 	id, err := s.cfg.VoucherIDs.NextID(ctx)
 	if err != nil {
 		return unavailable("voucher id", err)
@@ -36,7 +39,7 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 		return err
 	}
 	if err := s.loadRedis(ctx, v, nil); err != nil {
-		s.undoCreate(ctx, v.ID)
+		s.undoCreate(ctx, v)
 		return unavailable(fmt.Sprintf("create voucher %d: load into Redis (the voucher was not created)", v.ID), err)
 	}
 	s.statics.Store(v.ID, *v)
@@ -46,14 +49,19 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 // undoCreate removes what a failed CreateVoucher wrote. The load script
 // either ran or not, but a timeout cannot tell which, so the Redis keys are
 // deleted too; nobody has the voucher's id yet, so nobody has bought.
-func (s *Service) undoCreate(ctx context.Context, id int64) {
+func (s *Service) undoCreate(ctx context.Context, v *flashsale.Voucher) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
 	defer cancel()
-	vk := s.keys.voucher(id)
-	for _, cmd := range s.client.DoMulti(ctx,
-		s.client.B().Del().Key(vk.meta, vk.buyers, vk.orders).Build(),
-		s.client.B().Srem().Key(s.keys.registry()).Member(strconv.FormatInt(id, 10)).Build(),
-	) {
+	id := v.ID
+	var cmds rueidis.Commands
+	for _, vk := range s.keys.shards(id, v.ShardCount()) { // one DEL per slot
+		cmds = append(cmds, s.client.B().Del().Key(vk.meta, vk.buyers, vk.orders).Build(),
+			s.client.B().Srem().Key(s.keys.registry()).Member(vk.body).Build())
+	}
+	if v.ShardCount() > 1 {
+		cmds = append(cmds, s.client.B().Del().Key(s.keys.shardsKey(id)).Build())
+	}
+	for _, cmd := range s.client.DoMulti(ctx, cmds...) {
 		if err := cmd.Error(); err != nil {
 			s.log.Error("async: undoing a voucher: Redis keys left behind (reconcile reports them)", "voucher", id, "err", err)
 		}
@@ -72,7 +80,7 @@ func (s *Service) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher
 	if err != nil {
 		return nil, err
 	}
-	snap, err := readSnapshot(ctx, s.client, s.keys.voucher(id))
+	snap, err := voucherSnapshot(ctx, s.client, s.keys, id, v.ShardCount())
 	if err != nil {
 		return nil, unavailable(fmt.Sprintf("find voucher %d", id), err)
 	}
@@ -104,6 +112,17 @@ func (s *Service) FindVouchers(ctx context.Context, before int64, limit int) ([]
 		}
 		if len(snap) == 3 {
 			vs[i].Remaining, vs[i].Orders = int(snap[0]), int(snap[2])
+		}
+	}
+	for _, v := range vs {
+		if v.ShardCount() > 1 { // a few more round trips: the sums over its shards
+			snap, err := voucherSnapshot(ctx, s.client, s.keys, v.ID, v.ShardCount())
+			if err != nil {
+				return nil, unavailable("find vouchers", err)
+			}
+			if snap.loaded {
+				v.Remaining, v.Orders = snap.stock, snap.buyers
+			}
 		}
 	}
 	return vs, nil
@@ -147,6 +166,9 @@ func (s *Service) Reload(ctx context.Context, voucherID int64) error {
 
 // reload is Reload without the sharing.
 func (s *Service) reload(ctx context.Context, voucherID int64) error {
+	if v, err := s.static(ctx, voucherID); err == nil && v.ShardCount() > 1 {
+		return s.reloadShards(ctx, &v)
+	}
 	vk := s.keys.voucher(voucherID)
 	n, err := s.client.Do(ctx, s.client.B().Exists().Key(vk.meta).Build()).AsInt64()
 	if err != nil {
@@ -172,12 +194,27 @@ func (s *Service) reload(ctx context.Context, voucherID int64) error {
 	return nil
 }
 
-// loadRedis writes a voucher into Redis: the buyers of orders, then the
-// registry entry, then, atomically and only if it is still missing, the
-// meta hash with the consumer group. The gate sells nothing until the last
-// step, so it never sees half a voucher.
+// loadRedis writes a voucher into Redis (each of its shards when it has
+// several: loadShards): the buyers of orders, then the registry entry,
+// then, atomically and only if it is still missing, the meta hash with the
+// consumer group. The gate sells nothing until the last step, so it never
+// sees half a voucher.
 func (s *Service) loadRedis(ctx context.Context, v *flashsale.Voucher, orders []flashsale.Order) error {
-	vk := s.keys.voucher(v.ID)
+	if n := v.ShardCount(); n > 1 {
+		shards := s.keys.shards(v.ID, n)
+		all := make([]int, n)
+		for k := range all {
+			all[k] = k
+		}
+		return s.loadShards(ctx, v, shards, all, v.Remaining, orders)
+	}
+	return s.loadKeys(ctx, s.keys.voucher(v.ID), v, orders, v.Remaining, v.Stock)
+}
+
+// loadKeys loads one set of a voucher's keys (the voucher's, or one
+// shard's): orders' buyers, the registry entry, then load.lua with the
+// stock remaining and the initial stock.
+func (s *Service) loadKeys(ctx context.Context, vk voucherKeys, v *flashsale.Voucher, orders []flashsale.Order, remaining, initial int) error {
 	for start := 0; start < len(orders); start += buyersChunk {
 		cmd := s.client.B().Hset().Key(vk.buyers).FieldValue()
 		for _, o := range orders[start:min(start+buyersChunk, len(orders))] {
@@ -189,11 +226,11 @@ func (s *Service) loadRedis(ctx context.Context, v *flashsale.Voucher, orders []
 	}
 	// Registered before it can take orders: a consumer may find it before
 	// its stream exists, and waits.
-	if err := s.client.Do(ctx, s.client.B().Sadd().Key(s.keys.registry()).Member(strconv.FormatInt(v.ID, 10)).Build()).Error(); err != nil {
+	if err := s.client.Do(ctx, s.client.B().Sadd().Key(s.keys.registry()).Member(vk.body).Build()).Error(); err != nil {
 		return err
 	}
 	keys := []string{vk.meta, vk.buyers, vk.orders}
-	args := []string{strconv.Itoa(v.Remaining), strconv.Itoa(v.Stock), micros(v.BeginTime), micros(v.EndTime), s.cfg.Group}
+	args := []string{strconv.Itoa(remaining), strconv.Itoa(initial), micros(v.BeginTime), micros(v.EndTime), s.cfg.Group}
 	return loadScript.Exec(ctx, s.client, keys, args).Error()
 }
 

@@ -27,6 +27,9 @@ type worker struct {
 // run consumes until ctx is done, starting over after an error.
 func (w *worker) run(ctx context.Context) {
 	w.log = w.c.log.With("voucher", w.voucher)
+	if w.keys.body != strconv.FormatInt(w.voucher, 10) {
+		w.log = w.log.With("shard", w.keys.body)
+	}
 	waiting := false
 	for {
 		err := w.consume(ctx)
@@ -222,7 +225,7 @@ func (w *worker) retireIfDone(ctx context.Context) error {
 	if err != nil || !done {
 		return err
 	}
-	id := strconv.FormatInt(w.voucher, 10)
+	id := w.keys.body // the voucher's id, or its shard's tag
 	if err := w.c.client.Do(ctx, w.c.client.B().Srem().Key(w.c.keys.registry()).Member(id).Build()).Error(); err != nil {
 		return err
 	}

@@ -254,7 +254,7 @@ func TestCreateAndGetVoucher(t *testing.T) {
 	res = api.do("GET", "/api/vouchers/"+created.ID, "", "", &got)
 	want := map[string]any{
 		"id": created.ID, "title": "100 off", "stock": float64(7), "remaining": float64(7), "orders": float64(0),
-		"begin_time": "2026-11-21T10:00:00Z", "end_time": "2026-11-21T12:00:00Z",
+		"begin_time": "2026-11-21T10:00:00Z", "end_time": "2026-11-21T12:00:00Z", "shards": float64(1),
 	}
 	if res.StatusCode != 200 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("get voucher: %d %v; want %v", res.StatusCode, got, want)
@@ -288,6 +288,10 @@ func TestCreateVoucherRejectsBadInput(t *testing.T) {
 		{"oversized", `{"title":"` + strings.Repeat("x", 70<<10) + `"}`, "larger than"},
 		{"oversized by trailing space", good + strings.Repeat(" ", 70<<10), "larger than"},
 		{"window under a microsecond", `{"title":"x","stock":1,"begin_time":"2026-01-01T00:00:00.0000001Z","end_time":"2026-01-01T00:00:00.0000009Z"}`, "end_time must be after begin_time"},
+		{"zero shards", `{"title":"x","stock":9,"shards":0,"begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, "shards must be 1 to 64"},
+		{"65 shards", `{"title":"x","stock":99,"shards":65,"begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, "shards must be 1 to 64"},
+		{"more shards than stock", `{"title":"x","stock":2,"shards":3,"begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, "shards must be at most the stock"},
+		{"shards with a synchronous strategy", `{"title":"x","stock":9,"shards":3,"begin_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02T00:00:00Z"}`, "needs the async strategy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

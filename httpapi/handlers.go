@@ -19,6 +19,7 @@ type createVoucherRequest struct {
 	EndTime     *string `json:"end_time"`
 	PayValue    int64   `json:"pay_value"`
 	ActualValue int64   `json:"actual_value"`
+	Shards      *int    `json:"shards"` // default 1
 }
 
 func (req *createVoucherRequest) voucher() (*flashsale.Voucher, error) {
@@ -31,6 +32,8 @@ func (req *createVoucherRequest) voucher() (*flashsale.Voucher, error) {
 		return nil, flashsale.Errorf(flashsale.EInvalid, `field "begin_time" is required`)
 	case req.EndTime == nil:
 		return nil, flashsale.Errorf(flashsale.EInvalid, `field "end_time" is required`)
+	case req.Shards != nil && *req.Shards < 1:
+		return nil, flashsale.Errorf(flashsale.EInvalid, "shards must be 1 to %d", flashsale.MaxShards)
 	}
 	begin, err := parseTime("begin_time", *req.BeginTime)
 	if err != nil {
@@ -47,6 +50,10 @@ func (req *createVoucherRequest) voucher() (*flashsale.Voucher, error) {
 		ActualValue: req.ActualValue,
 		BeginTime:   begin,
 		EndTime:     end,
+		Shards:      1,
+	}
+	if req.Shards != nil {
+		v.Shards = *req.Shards
 	}
 	return v, v.Validate()
 }

@@ -139,6 +139,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{"GET", "/readyz", "", "", 200},
 		{"POST", "/api/vouchers", adminToken, voucherJSON("x", 3, now, now.Add(time.Hour)), 201},
 		{"POST", "/api/vouchers", adminToken, `{"title":"x","stock":1.5}`, 400},
+		{"POST", "/api/vouchers", adminToken, `{"title":"x","stock":3,"shards":1,"begin_time":"2026-01-01T00:00:00Z","end_time":"2036-01-01T00:00:00Z"}`, 201},
+		{"POST", "/api/vouchers", adminToken, `{"title":"x","stock":3,"shards":3,"begin_time":"2026-01-01T00:00:00Z","end_time":"2036-01-01T00:00:00Z"}`, 400},
 		{"POST", "/api/vouchers", api.userToken(5), voucherJSON("x", 3, now, now.Add(time.Hour)), 403},
 		{"GET", "/api/vouchers", "", "", 200},
 		{"GET", "/api/vouchers?limit=2", "", "", 200},
@@ -178,5 +180,36 @@ func validateResponse(t *testing.T, router routers.Router, res *http.Response, b
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		t.Fatalf("the response does not match openapi.json: %v\n%s", err, body)
+	}
+}
+
+// TestOpenAPIDescribesShards checks the document's voucher body against
+// what the server takes: "shards" 1 to 64, optional.
+func TestOpenAPIDescribesShards(t *testing.T) {
+	doc := loadOpenAPI(t)
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		shards string
+		valid  bool
+	}{{"", true}, {`,"shards":1`, true}, {`,"shards":64`, true}, {`,"shards":0`, false}, {`,"shards":65`, false}} {
+		body := `{"title":"x","stock":100,"begin_time":"2026-01-01T00:00:00Z","end_time":"2036-01-01T00:00:00Z"` + tt.shards + `}`
+		req, err := http.NewRequest("POST", "http://127.0.0.1/api/vouchers", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer x")
+		route, params, err := router.FindRoute(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+		if err := openapi3filter.ValidateRequest(context.Background(), in); (err == nil) != tt.valid {
+			t.Errorf("body %s: validation error %v; want valid %v", body, err, tt.valid)
+		}
 	}
 }

@@ -28,7 +28,10 @@ type Sale struct {
 	// Auditor reads the database and Redis the servers use.
 	Auditor *Auditor
 
-	Stock    int
+	Stock int
+	// Shards splits the async voucher's stock over Redis slots (0 or 1:
+	// one); the synchronous strategies refuse more than 1.
+	Shards   int
 	Users    int
 	Requests int
 	// Doubles is the chance that a shot is a double click (see Plan);
@@ -194,6 +197,7 @@ func (s *Sale) createVoucher(ctx context.Context, client *http.Client) (int64, e
 	body, err := json.Marshal(map[string]any{
 		"title":      "load lab: " + s.Strategy + " " + now.Format(time.RFC3339),
 		"stock":      s.Stock,
+		"shards":     max(s.Shards, 1),
 		"begin_time": now.Add(-time.Minute),
 		"end_time":   now.Add(time.Hour),
 	})

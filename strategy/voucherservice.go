@@ -25,6 +25,11 @@ func (s *voucherService) CreateVoucher(ctx context.Context, v *flashsale.Voucher
 	if err := v.Validate(); err != nil {
 		return err
 	}
+	// Shards spread the async gate over Redis nodes; a synchronous strategy
+	// sells from one MySQL row, where shards would mean nothing.
+	if v.ShardCount() > 1 {
+		return flashsale.Errorf(flashsale.EInvalid, "shards > 1 needs the async strategy; this server sells from one MySQL row")
+	}
 	id, err := s.ids.NextID(ctx)
 	if err != nil {
 		return idError(err)

@@ -116,9 +116,12 @@ func (r *saleRig) consume() *exec.Cmd {
 func (r *saleRig) createVoucher(url string) { r.createStock(url, faultStock) }
 
 // createStock creates the sale's voucher with the stock through a server.
-func (r *saleRig) createStock(url string, stock int) {
+func (r *saleRig) createStock(url string, stock int) { r.t.Helper(); r.createShards(url, stock, 1) }
+
+// createShards creates the sale's voucher with the stock in shards.
+func (r *saleRig) createShards(url string, stock, shards int) {
 	r.t.Helper()
-	body := fmt.Sprintf(`{"title":"fault sale","stock":%d,"begin_time":%q,"end_time":%q}`, stock,
+	body := fmt.Sprintf(`{"title":"fault sale","stock":%d,"shards":%d,"begin_time":%q,"end_time":%q}`, stock, shards,
 		time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	var out struct{ ID string }
 	if err := r.post(url+"/api/vouchers", faultAdmin, body, http.StatusCreated, &out); err != nil {
@@ -235,7 +238,10 @@ func userRange(first, last int64) []int64 {
 }
 
 // check waits for the pipeline to drain and checks the outcome.
-func (r *saleRig) check(s *sale) {
+func (r *saleRig) check(s *sale) { r.t.Helper(); r.checkStock(s, faultStock) }
+
+// checkStock is check for a voucher of that stock.
+func (r *saleRig) checkStock(s *sale, faultStock int) {
 	r.t.Helper()
 	ctx := context.Background()
 	rc := r.redis

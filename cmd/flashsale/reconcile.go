@@ -104,6 +104,9 @@ func printReports(w io.Writer, reports []*async.Report) error {
 			}
 			fmt.Fprintf(w, "  voucher %d %s user=%d order=%d [%s] %s\n", d.VoucherID, d.Kind, d.UserID, d.OrderID, state, d.Detail)
 		}
+		if r.Moved > 0 {
+			fmt.Fprintf(w, "  voucher %d: completed %d moves of stock between its shards\n", r.VoucherID, r.Moved)
+		}
 	}
 	if open > 0 {
 		return fmt.Errorf("%d differences left unrepaired", open)
