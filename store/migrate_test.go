@@ -31,8 +31,8 @@ func wantMigratedOnce(t *testing.T, db *DB) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(versions) != 3 || versions[0] != 0 || versions[2] != 2 {
-		t.Errorf("recorded versions %v, want 0, 1, 2", versions)
+	if len(versions) != 4 || versions[0] != 0 || versions[3] != 3 {
+		t.Errorf("recorded versions %v, want 0, 1, 2, 3", versions)
 	}
 }
 

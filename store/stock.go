@@ -46,6 +46,21 @@ func (q Queries) SetRemaining(ctx context.Context, voucherID int64, n int) error
 	return nil
 }
 
+// SetRemainingFenced writes n as the voucher's remaining stock, as
+// SetRemaining does, only if fence is above every fence a write before it
+// carried, and reports whether it did: the write of a lock holder whose
+// lease ran out, made after the next holder's, is refused. It reports
+// false as well when the voucher does not exist.
+func (q Queries) SetRemainingFenced(ctx context.Context, voucherID int64, n int, fence int64) (bool, error) {
+	op := fmt.Sprintf("fenced set remaining of voucher %d", voucherID)
+	res, err := q.w.ExecContext(ctx, "UPDATE vouchers SET remaining = ?, stock_fence = ?, updated_at = ? WHERE id = ? AND stock_fence < ?",
+		n, fence, dbTime(now()), voucherID, fence)
+	if err != nil {
+		return false, wrap(op, checkError(err, n))
+	}
+	return oneRow(res, op)
+}
+
 // CompareAndSetRemaining writes newN as the remaining stock only if it is
 // still old, and reports whether it did: optimistic locking on the stock
 // value. It reports false as well when the voucher does not exist, and

@@ -177,3 +177,24 @@ func TestConcurrentDecrement(t *testing.T) {
 		wantRemaining(t, db, 1, 0)
 	})
 }
+
+func TestSetRemainingFencedRefusesAStaleFence(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		createVoucher(t, db, 1, 10)
+		for _, step := range []struct {
+			n     int
+			fence int64
+			want  bool
+		}{{9, 5, true}, {8, 7, true}, {9, 6, false}, {7, 7, false}, {7, 8, true}} {
+			ok, err := db.SetRemainingFenced(t.Context(), 1, step.n, step.fence)
+			if err != nil || ok != step.want {
+				t.Fatalf("SetRemainingFenced(%d, fence %d) = %v, %v; want %v", step.n, step.fence, ok, err, step.want)
+			}
+		}
+		wantRemaining(t, db, 1, 7) // the refused writes changed nothing
+		ok, err := db.SetRemainingFenced(t.Context(), 2, 1, 99)
+		if err != nil || ok {
+			t.Fatalf("SetRemainingFenced on a missing voucher = %v, %v", ok, err)
+		}
+	})
+}
