@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,7 +57,9 @@ func (l *lockLocker) Lock(ctx context.Context, name string) (Held, error) {
 // (the seeds' "one 'stock' lock for the whole order"): buyers of a voucher
 // are served one at a time, on every instance. A holder paused past its
 // lease writes stock that a later holder has changed; with a fenced lock
-// that write is refused (SetRemainingFenced), with the seeds' locks it
+// that write is refused — each holder claims the voucher's stock fence
+// before it reads (ClaimStockFence) and writes only if no later holder
+// claimed it since (SetRemainingFenced) — with the seeds' locks it
 // oversells.
 type stocklock struct {
 	*base
@@ -76,6 +79,13 @@ func (s *stocklock) PlaceOrder(ctx context.Context, voucherID, userID int64) (*f
 		return nil, lockError(ctx, "stock lock", err)
 	}
 	defer h.Unlock(context.WithoutCancel(ctx)) //nolint:errcheck // a lock that ran out has nothing left to release
+	if f := h.Fence(); f > 0 {
+		// Claim the stock before reading it: a holder whose lease ran out
+		// after it read, and before this claim, cannot write any more.
+		if ok, err := s.cfg.DB.ClaimStockFence(ctx, voucherID, f); err != nil || !ok {
+			return nil, cmp.Or(err, staleLock())
+		}
+	}
 	n, err := s.readStock(ctx, voucherID, userID)
 	if err != nil {
 		return nil, err
@@ -89,7 +99,7 @@ func (s *stocklock) PlaceOrder(ctx context.Context, voucherID, userID int64) (*f
 			return nil, err
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: %w", &flashsale.Error{Code: flashsale.EBusy, Message: "the stock lock ran out before the stock was written; try again", RetryAfter: time.Second}, ErrStaleLock)
+			return nil, staleLock()
 		}
 	} else if err := s.cfg.DB.SetRemaining(ctx, voucherID, n-1); err != nil {
 		return nil, err
@@ -99,6 +109,11 @@ func (s *stocklock) PlaceOrder(ctx context.Context, voucherID, userID int64) (*f
 		return nil, err
 	}
 	return o, s.cfg.DB.InsertOrder(ctx, o)
+}
+
+// staleLock is the EBusy error of a holder whose fence was refused.
+func staleLock() error {
+	return fmt.Errorf("%w: %w", &flashsale.Error{Code: flashsale.EBusy, Message: "the stock lock ran out before the stock was written; try again", RetryAfter: time.Second}, ErrStaleLock)
 }
 
 // pause sleeps Config.Pause inside the critical section of every
