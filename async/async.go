@@ -1,10 +1,10 @@
-// Package async takes seckill orders the way the seeds' final design does
-// (seed 001 §6): a Lua script in Redis decides, atomically, whether a buyer
-// gets an item, the buyer gets an answer at once, and a consumer persists
-// the order to MySQL in the background. It finishes what the seeds leave
-// open (memory limits and data safety): nothing the gate accepted is lost
-// while Redis keeps its data, nothing is sold twice, and the queue in Redis
-// holds only what is not persisted yet.
+// Package async takes seckill orders the fast way: a Lua script in Redis
+// decides, atomically, whether a buyer gets an item, the buyer gets an
+// answer at once, and a consumer persists the order to MySQL in the
+// background. It closes the two gaps this design usually leaves open
+// (memory limits and data safety): what the gate accepted is as durable as
+// the chosen durability mode promises, nothing is sold twice, and the queue
+// in Redis holds only what is not persisted yet.
 //
 // # Keys
 //
@@ -37,7 +37,7 @@
 //
 // # Memory
 //
-// The seeds' in-process queue grows without bound. Here a voucher's stream
+// An in-process queue would grow without bound. Here a voucher's stream
 // holds only what some consumer group has not acknowledged: every
 // acknowledgement trims the entries all groups are done with (ack.lua), so
 // a sale of any length keeps the stream as long as the consumers' lag. A

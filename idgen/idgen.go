@@ -1,8 +1,8 @@
 // Package idgen hands out globally unique, increasing 64-bit order IDs:
 // 31 bits of seconds since an epoch and a 32-bit sequence number within the
-// second, the layout of the seed's RedisIdWorker.
+// second.
 //
-// Unlike the seed, which INCRs a Redis counter once per ID, a Generator
+// Rather than INCR a Redis counter once per ID, a Generator
 // takes sequence numbers from Redis in ranges (one round trip per batch,
 // 1000 by default) and fetches the next range in the background when half
 // of the current one is used, so NextID does not wait for Redis in the

@@ -1,5 +1,5 @@
 // Package lab is the load lab: it runs a flash sale against running
-// flashsale servers the way the seeds' JMeter tests do (many buyers, each
+// flashsale servers the way a JMeter stress test does (many buyers, each
 // clicking several times, some twice at the same instant), then audits what
 // the database and Redis hold afterwards, and reports both.
 //

@@ -58,9 +58,25 @@ func BenchmarkUncontended(b *testing.B) {
 // key; b.N is the total number of acquisitions. It reports acquisitions per
 // second and the wait of each Lock call.
 func BenchmarkContended(b *testing.B) {
-	const workers = 64
 	c, _, _ := newTestClient(b)
-	m := c.Mutex("hot")
+	runContended(b, 64, lockMutex(c.Mutex("hot")))
+}
+
+// lockMutex returns the take function of runContended for m.
+func lockMutex(m *Mutex) func(context.Context, int64) (func(context.Context) error, error) {
+	return func(ctx context.Context, _ int64) (func(context.Context) error, error) {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return l.Unlock, nil
+	}
+}
+
+// runContended has workers goroutines call take b.N times in all (the
+// n-th call gets n) and release at once what they took. It reports
+// acquisitions per second and the quantiles of the wait in take.
+func runContended(b *testing.B, workers int, take func(ctx context.Context, n int64) (release func(context.Context) error, err error)) {
 	ctx := context.Background()
 	var (
 		left  atomic.Int64
@@ -75,15 +91,15 @@ func BenchmarkContended(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
-			for left.Add(-1) >= 0 {
+			for n := left.Add(-1); n >= 0; n = left.Add(-1) {
 				t0 := time.Now()
-				l, err := m.Lock(ctx)
+				release, err := take(ctx, n)
 				if err != nil {
 					b.Error(err)
 					return
 				}
 				mine = append(mine, time.Since(t0))
-				if err := l.Unlock(ctx); err != nil {
+				if err := release(ctx); err != nil {
 					b.Error(err)
 					return
 				}

@@ -45,6 +45,8 @@ type Client struct {
 	spare   []*line            // empty lines for reuse
 	closed  bool
 
+	stats stats // stats.go; atomic, outside mu
+
 	// defaults is what Mutex starts from, with its script arguments.
 	defaults struct {
 		cfg                                 mutexConfig

@@ -78,6 +78,19 @@
 // each WAIT. Idle locks leave only the fence key, which expires
 // at most the fence retention (24h, WithFenceRetention) after it was set.
 //
+// # RWMutex and Semaphore
+//
+// Client.RWMutex is a readers-writer lock (many readers or one writer) and
+// Client.Semaphore a counting semaphore (at most n holders, n kept in Redis
+// and changed by SetPermits). Each acquisition (RWLock, Permit) has its own
+// owner token, lease and watchdog, Lost and Context, as a Mutex's Lock;
+// write locks are fenced and re-entrant by handle. Waiters are served in
+// the order they queued in Redis, so a reader never overtakes a waiting
+// writer, and are woken by a push through the Client's subscriber, with
+// the same fallback check. There are no turns: every acquisition is a
+// Redis script. Their keys are <prefix>{N}:rw… and <prefix>{N}:sem…
+// (DESIGN.md), apart from Mutex N's.
+//
 // How the lock works (turns, queues, handoffs, fencing-token blocks) is in
 // DESIGN.md beside this file.
 package lock

@@ -170,6 +170,7 @@ func (c *Client) handLocked(ln *line, l *Lock) {
 	nl := t.newHolderLocked(new(Lock), w.ctx, w.m, w.token, t.fence)
 	t.fence++
 	t.left--
+	c.stats.handoffs.Add(1)
 	ln.holder = nl
 	t.lease = t.m.cfg.lease // an Extend was the old holder's
 	delete(c.waiters, w.token)

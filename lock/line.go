@@ -254,4 +254,9 @@ func (c *Client) resync() {
 			signal(ln.rep.recheck)
 		}
 	}
+	for _, w := range c.waiters {
+		if w.m == nil { // a waiter of an RWMutex or Semaphore (shared.go)
+			signal(w.recheck)
+		}
+	}
 }

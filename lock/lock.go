@@ -249,6 +249,9 @@ func (l *Lock) finishLocked(s state) {
 		return
 	}
 	l.state = s
+	if s == lost {
+		l.m.client.stats.lost.Add(1)
+	}
 	// Context first: a holder woken by Lost finds it cancelled already.
 	if l.cancel != nil {
 		if s == lost {

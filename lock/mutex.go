@@ -109,10 +109,11 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 	return m.confirmReplicas(ctx, l)
 }
 
-func (m *Mutex) lock(ctx context.Context) (*Lock, error) {
+func (m *Mutex) lock(ctx context.Context) (_ *Lock, err error) {
 	if l, err := m.reentry(ctx); l != nil || err != nil {
 		return l, err
 	}
+	defer m.client.stats.timeLock(time.Now(), &err)
 	w, rep, err := m.client.join(ctx, m)
 	if err != nil {
 		return nil, err
@@ -248,10 +249,16 @@ func (m *Mutex) cancel(ctx context.Context, token string, block int) {
 // fail returns ctx.Err() if ctx is done, else err (a Redis or connection
 // error) wrapped with context.
 func (m *Mutex) fail(ctx context.Context, op string, err error) error {
+	return opError(ctx, op, m.name, err)
+}
+
+// opError returns ctx.Err() if ctx is done, else err from op on the lock
+// called name, wrapped with both.
+func opError(ctx context.Context, op, name string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	return fmt.Errorf("lock: %s %q: %w", op, m.name, err)
+	return fmt.Errorf("lock: %s %q: %w", op, name, err)
 }
 
 // reentry re-enters and returns the held Lock of this mutex that ctx

@@ -37,6 +37,8 @@ type helperResult struct {
 	Fences       []int64    `json:"fences"`       // fence of the same acquisition
 	Holds        [][2]int64 `json:"holds"`        // [acquired, releasing] unix ns ("contend")
 	Local        int        `json:"local"`        // acquisitions handed over within the process
+	MaxInside    int        `json:"max_inside"`   // most holders seen at once (RWMutex readers, Semaphore)
+	Violations   int        `json:"violations"`   // holds that saw a conflicting hold
 	Errors       []string
 }
 
@@ -85,6 +87,8 @@ func TestHelperProcess(t *testing.T) {
 		json.NewEncoder(os.Stdout).Encode(res)
 		c.Close()
 		rc.Close()
+	default: // the RWMutex and Semaphore roles (shared_process_test.go)
+		sharedHelper(ctx, rc, c, role)
 	}
 }
 
@@ -360,14 +364,7 @@ func TestKilledWaitersAreSkipped(t *testing.T) {
 		t.Fatalf("worker said %q", line)
 	}
 	// Queue behind the doomed process, then kill it.
-	live := make(chan error, 1)
-	go func() {
-		l, err := sibling(t, prefix).Mutex("a").Lock(timeout(t, 20*time.Second))
-		if err == nil {
-			err = l.Unlock(context.Background())
-		}
-		live <- err
-	}()
+	live := takeAndRelease(timeout(t, 20*time.Second), lockMutex(sibling(t, prefix).Mutex("a")))
 	for queued(t, rc, m) < 2 {
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -40,13 +40,17 @@ func queueScript(name string) *rueidis.Lua {
 	return rueidis.NewLuaScriptRetryable(queueSource(name))
 }
 
-func queueSource(name string) string {
-	const include = "-- #include common.lua\n"
+func queueSource(name string) string { return includeSource(name, "common.lua") }
+
+// includeSource returns the source of script name with lib in place of its
+// "-- #include <lib>" line.
+func includeSource(name, lib string) string {
+	include := "-- #include " + lib + "\n"
 	src := mustRead(name)
 	if !strings.Contains(src, include) {
-		panic("lock: " + name + " does not include common.lua")
+		panic("lock: " + name + " does not include " + lib)
 	}
-	return strings.Replace(src, include, mustRead("common.lua"), 1)
+	return strings.Replace(src, include, mustRead(lib), 1)
 }
 
 // keys returns the KEYS of the queue scripts for m.

@@ -74,6 +74,7 @@ func (c *Client) grantLocked(ctx context.Context, m *Mutex, token string, g gran
 	}
 	l := t.newHolderLocked(&t.first, ctx, m, token, g.fence)
 	t.scheduleLocked()
+	c.stats.turns.Add(1)
 	return l
 }
 
@@ -86,6 +87,7 @@ func (t *turn) newHolderLocked(l *Lock, ctx context.Context, m *Mutex, token str
 	l.m, l.t, l.token, l.fence, l.values, l.holds = m, t, token, fence, ctx, 1
 	l.outer, _ = ctx.Value(ctxKey{}).(*Lock)
 	t.holder = l
+	m.client.stats.acquired.Add(1)
 	return l
 }
 
@@ -274,10 +276,15 @@ func (t *turn) renew(ctx context.Context, block int) (bool, error) {
 
 // awaitRenewal waits until a renewal in flight, if any, is done. The
 // caller has stopped the renewals, so no new one starts.
-func (t *turn) awaitRenewal() {
-	t.renewMu.Lock()
-	//lint:ignore SA2001 empty on purpose: taking renewMu waits for the renewal that holds it; nothing is guarded
-	t.renewMu.Unlock()
+func (t *turn) awaitRenewal() { awaitUnlocked(&t.renewMu) }
+
+// awaitUnlocked waits until whoever holds mu lets it go: a renewal in
+// flight, which must not run after a release. Nothing is guarded, so the
+// critical section is empty on purpose.
+func awaitUnlocked(mu *sync.Mutex) {
+	mu.Lock()
+	//lint:ignore SA2001 empty on purpose: taking mu waits for the renewal that holds it; nothing is guarded
+	mu.Unlock()
 }
 
 // resumeLocked restarts the renewals stopped for a release that turned out

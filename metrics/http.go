@@ -28,14 +28,14 @@ func (m *Metrics) Middleware(next http.Handler) http.Handler {
 		start := time.Now()
 		n := &note{}
 		r = r.WithContext(context.WithValue(r.Context(), noteKey{}, n))
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := NewStatusRecorder(w)
 		next.ServeHTTP(sw, r)
 		took := time.Since(start)
 		route := r.Pattern
 		if route == "" || route == "/" { // "/" is the catch-all the API is mounted on
 			route = "unmatched"
 		}
-		m.httpRequests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
+		m.httpRequests.WithLabelValues(route, strconv.Itoa(sw.Status)).Inc()
 		m.httpDuration.WithLabelValues(route).Observe(took.Seconds())
 		if route != OrderRoute {
 			return
@@ -43,7 +43,7 @@ func (m *Metrics) Middleware(next http.Handler) http.Handler {
 		m.live.Latency(took)
 		if !n.counted {
 			id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
-			m.countOrder(id, statusOutcome(sw.status))
+			m.countOrder(id, statusOutcome(sw.Status))
 		}
 	})
 }
@@ -62,24 +62,32 @@ func statusOutcome(status int) string {
 	return "invalid"
 }
 
-// statusWriter records the status written.
-type statusWriter struct {
+// StatusRecorder is an http.ResponseWriter that remembers the status it
+// answered (200 unless the handler wrote another first).
+type StatusRecorder struct {
 	http.ResponseWriter
-	status int
+	Status int
 	wrote  bool
 }
 
-func (w *statusWriter) WriteHeader(status int) {
+// NewStatusRecorder wraps w.
+func NewStatusRecorder(w http.ResponseWriter) *StatusRecorder {
+	return &StatusRecorder{ResponseWriter: w, Status: http.StatusOK}
+}
+
+// WriteHeader records the first status written.
+func (w *StatusRecorder) WriteHeader(status int) {
 	if !w.wrote {
-		w.status, w.wrote = status, true
+		w.Status, w.wrote = status, true
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
+// Write marks the status as written.
+func (w *StatusRecorder) Write(b []byte) (int, error) {
 	w.wrote = true
 	return w.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *StatusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -79,7 +79,8 @@ var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 
 // New returns the metrics of a service taking orders with the named
 // strategy, with the Go runtime and process collectors and
-// flashsale_build_info registered.
+// flashsale_build_info registered. A process that takes no orders (the
+// consumer alone) passes "": its scrape then has no order series.
 func New(strategy string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), strategy: strategy, live: NewLive(time.Now)}
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -105,7 +106,9 @@ func New(strategy string) *Metrics {
 		Name: "flashsale_async_consumer_errors_total", Help: "Attempts to persist a batch that failed (MySQL errors; the batch is retried).",
 	})
 	for _, o := range Outcomes { // every outcome shows, at zero, from the start
-		m.orders.WithLabelValues(strategy, o)
+		if strategy != "" {
+			m.orders.WithLabelValues(strategy, o)
+		}
 	}
 	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.orders, m.gate, m.batchSize, m.persistTime, m.persistFails,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())

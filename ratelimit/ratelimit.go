@@ -1,6 +1,6 @@
 // Package ratelimit limits request rates in Redis with GCRA, so every
 // instance of the service shares one budget per user and per client IP —
-// the defence seed 003 wanted against bots sending 200 requests/s to one
+// a defence against bots that send hundreds of requests a second for one
 // order. A rule costs one short Lua script on one key; several rules go in
 // one round trip.
 package ratelimit

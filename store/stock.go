@@ -9,8 +9,8 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// The statements on a voucher's remaining stock, one per strategy of the
-// seeds: a plain read and absolute write (which loses updates under
+// The statements on a voucher's remaining stock, one per kind of
+// strategy: a plain read and absolute write (which loses updates under
 // concurrency), a compare-and-set on the value read (which refuses buyers
 // needlessly), and a conditional decrement (which works).
 

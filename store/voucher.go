@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/flashsale/flashsale"
 )
@@ -79,7 +80,7 @@ func (db *DB) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher, er
 // ListVouchers returns every voucher, by id, with its order count as in
 // FindVoucher.
 func (db *DB) ListVouchers(ctx context.Context) ([]*flashsale.Voucher, error) {
-	return db.queryVouchers(ctx, "list vouchers", "SELECT "+voucherColumns+", "+createdOrders+" FROM vouchers v ORDER BY v.id")
+	return db.queryVouchers(ctx, "list vouchers", true, "SELECT "+voucherColumns+", "+createdOrders+" FROM vouchers v ORDER BY v.id")
 }
 
 // FindVouchers returns up to limit vouchers, newest (highest id) first,
@@ -95,13 +96,22 @@ func (db *DB) FindVouchers(ctx context.Context, before int64, limit int) ([]*fla
 	if before <= 0 {
 		before = math.MaxInt64 // every id is below it: the first page
 	}
-	return db.queryVouchers(ctx, "find vouchers", "SELECT "+voucherColumns+", "+createdOrders+
+	return db.queryVouchers(ctx, "find vouchers", true, "SELECT "+voucherColumns+", "+createdOrders+
 		" FROM vouchers v WHERE v.id < ? ORDER BY v.id DESC LIMIT ?", before, limit)
 }
 
-// queryVouchers runs a query of voucherColumns and an order count; op
-// names it in errors.
-func (db *DB) queryVouchers(ctx context.Context, op, query string, args ...any) ([]*flashsale.Voucher, error) {
+// RecentVouchers returns at most limit vouchers whose sale ends after
+// since, the latest to begin first, without order counts: the vouchers a
+// live view watches. It reads the vouchers table only, so it is cheap to
+// call every few seconds.
+func (db *DB) RecentVouchers(ctx context.Context, since time.Time, limit int) ([]*flashsale.Voucher, error) {
+	return db.queryVouchers(ctx, "recent vouchers", false, "SELECT "+voucherColumns+
+		" FROM vouchers v WHERE v.end_time > ? ORDER BY v.begin_time DESC, v.id DESC LIMIT ?", dbTime(since), limit)
+}
+
+// queryVouchers runs a query of voucherColumns and, when withOrders, an
+// order count; op names it in errors.
+func (db *DB) queryVouchers(ctx context.Context, op string, withOrders bool, query string, args ...any) ([]*flashsale.Voucher, error) {
 	rows, err := db.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, wrap(op, err)
@@ -109,7 +119,7 @@ func (db *DB) queryVouchers(ctx context.Context, op, query string, args ...any) 
 	defer rows.Close()
 	vs := []*flashsale.Voucher{}
 	for rows.Next() {
-		v, err := scanVoucher(rows, true)
+		v, err := scanVoucher(rows, withOrders)
 		if err != nil {
 			return nil, wrap(op, err)
 		}

@@ -233,3 +233,33 @@ func TestFindVouchersPages(t *testing.T) {
 		wantCode(t, err, flashsale.EInvalid)
 	})
 }
+
+// TestRecentVouchers lists the vouchers whose sale ends after a time, the
+// latest to begin first, up to a limit, without counting their orders.
+func TestRecentVouchers(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		for i, shift := range []time.Duration{-3 * time.Hour, 0, time.Hour, 2 * time.Hour} { // ids 1 to 4
+			v := newVoucher(int64(i+1), 10)
+			v.BeginTime, v.EndTime = v.BeginTime.Add(shift), v.EndTime.Add(shift)
+			if err := db.CreateVoucher(t.Context(), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		insertOrders(t, db, 2, flashsale.StatusCreated, 1, 2)
+		// Voucher 1's sale ended an hour before saleStart; the others end after it.
+		got, err := db.RecentVouchers(t.Context(), saleStart, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].ID != 4 || got[1].ID != 3 {
+			t.Fatalf("RecentVouchers(limit 2) = %v, want vouchers 4 and 3", got)
+		}
+		all, err := db.RecentVouchers(t.Context(), saleStart, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 3 || all[2].ID != 2 || all[2].Orders != 0 || all[2].Stock != 10 || all[2].Title == "" {
+			t.Errorf("RecentVouchers(limit 10) = %+v, want vouchers 4, 3, 2 with their rows and no order count", all)
+		}
+	})
+}

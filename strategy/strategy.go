@@ -1,22 +1,21 @@
-// Package strategy implements the synchronous ways to take an order that
-// the seeds walk through, from the one that oversells to the safe ones, so
+// Package strategy implements the synchronous ways to take an order, from
+// the one that oversells to the safe ones, so
 // the load lab can run them side by side:
 //
 //   - naive: read stock, check, write the new absolute stock, insert the
-//     order (seed 000/002 "正常逻辑"); loses updates and oversells.
+//     order; loses updates and oversells.
 //   - mutex: naive under an in-process mutex (Java's synchronized); safe
 //     on one instance only.
 //   - optimistic: compare-and-set on the stock that was read, no retry
-//     (seed 002's first optimistic lock); never oversells but refuses
+//     (the first optimistic lock people write); never oversells but refuses
 //     buyers while stock is left.
 //   - conditional: UPDATE … SET remaining = remaining - 1 WHERE … AND
 //     remaining > 0 and the order insert in one transaction.
 //   - lock: a per-user distributed lock (package lock) around the check for
-//     an existing order, the conditional decrement and the insert (seeds
-//     001 §4, 002).
+//     an existing order, the conditional decrement and the insert.
 //   - stocklock: one distributed lock per voucher around naive's
-//     read-check-write (the seeds' "stock" lock over the whole order),
-//     its stock write fenced by the lock's token.
+//     read-check-write (one "stock" lock over the whole order), its stock
+//     write fenced by the lock's token.
 //   - batch: conditional's guarantees with group commit: the concurrent
 //     orders of one voucher share one transaction, one decrement and one
 //     multi-row insert.
@@ -59,7 +58,7 @@ type Config struct {
 	// to outlast the lease as a GC pause would.
 	Pause      time.Duration
 	PauseEvery int
-	// RaceWindow is slept between reading and writing, as seed 000 does, to
+	// RaceWindow is slept between reading and writing, like a slow request, to
 	// make races visible. Zero by default. The batch strategy has no such
 	// gap to widen (it reads and writes in one store call under the
 	// voucher's row lock) and ignores it.

@@ -35,8 +35,8 @@ func (s *naive) take(ctx context.Context, voucherID, userID int64) (*flashsale.O
 	if err != nil {
 		return nil, err
 	}
-	// A duplicate here leaves the stock already decremented: the seed's
-	// bug, kept on purpose so the lab can count it as stock drift.
+	// A duplicate here leaves the stock already decremented: the naive
+	// design's bug, kept on purpose so the lab can count it as stock drift.
 	return o, db.InsertOrder(ctx, o)
 }
 
@@ -61,7 +61,7 @@ func (s *mutex) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flash
 }
 
 // optimistic reads the stock and later updates it only if it still holds
-// the value read (seed 002's "WHERE num = <read value>"), without retrying:
+// the value read ("WHERE remaining = <value read>"), without retrying:
 // no oversell, but every buyer who loses the compare-and-set is refused
 // even though stock is left.
 type optimistic struct{ *base }

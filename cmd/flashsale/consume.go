@@ -12,6 +12,7 @@ import (
 	"github.com/peterbourgon/ff/v3/ffcli"
 
 	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/metrics"
 )
 
 // consumerFlags configure the async pipeline's stream consumer.
@@ -83,11 +84,13 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 	var (
 		backendsCfg backendFlags
 		consumerCfg consumerFlags
+		metricsAddr string
 		logs        logFlags
 	)
 	fs := flag.NewFlagSet("flashsale consume", flag.ContinueOnError)
 	backendsCfg.registerServers(fs)
 	consumerCfg.register(fs)
+	fs.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics and /debug/pprof on this address (default: no listener)")
 	logs.register(fs)
 	return &ffcli.Command{
 		Name:       "consume",
@@ -99,17 +102,35 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 			if err := cmp.Or(needServers("consume", backendsCfg), consumerCfg.validate()); err != nil {
 				return usage(err)
 			}
-			log := logs.logger(stderr)
-			b, err := openBackends(ctx, backendsCfg, log)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			c := consumerCfg.new(b, log)
-			fmt.Fprintf(stdout, "flashsale: consuming as %s\n", c.Name())
-			err = c.Run(ctx)
-			fmt.Fprintf(stdout, "flashsale: stopped: %s\n", consumerSummary(c))
-			return err
+			return consume(ctx, backendsCfg, consumerCfg, metricsAddr, logs.logger(stderr), stdout)
 		}),
 	}
+}
+
+// consume runs a consumer until ctx is cancelled; with metricsAddr, its
+// metrics are served there as serve's --metrics-addr serves them.
+func consume(ctx context.Context, bf backendFlags, cf consumerFlags, metricsAddr string, log *slog.Logger, stdout io.Writer) error {
+	b, err := openBackends(ctx, bf, log)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	var m *metrics.Metrics
+	if metricsAddr != "" {
+		m = metrics.New("") // takes no orders
+		srv, _, err := listenMetrics(metricsAddr, m, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics(srv)
+		cf.measure = m.Persister
+	}
+	c := cf.new(b, log)
+	if m != nil {
+		m.WatchConsumer(c)
+	}
+	fmt.Fprintf(stdout, "flashsale: consuming as %s\n", c.Name())
+	err = c.Run(ctx)
+	fmt.Fprintf(stdout, "flashsale: stopped: %s\n", consumerSummary(c))
+	return err
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // demoCommand is a small bench of every strategy on embedded backends:
-// the seeds' stress tests in well under a minute, with nothing to install.
+// the classic flash-sale stress test in well under a minute, with nothing to
+// install.
 func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 	var (
 		cfg   benchConfig

@@ -47,7 +47,6 @@ type saleRig struct {
 	// redis and prefix: the rig's keys, deleted when the test ends.
 	redis   rueidis.Client
 	prefix  string
-	db      *store.DB
 	auth    *auth.Authenticator
 	dir     string
 	client  *http.Client

@@ -37,24 +37,10 @@ func newObserver(cfg serveConfig, b *backends, log *slog.Logger) (*observer, err
 	m.Watch(sampler)
 	o := &observer{m: m, sampler: sampler, done: make(chan struct{})}
 	if cfg.metricsAddr != "" {
-		ln, err := net.Listen("tcp", cfg.metricsAddr)
-		if err != nil {
-			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		var err error
+		if o.srv, o.addr, err = listenMetrics(cfg.metricsAddr, m, log); err != nil {
+			return nil, err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", m.Handler())
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		o.srv, o.addr = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln.Addr().String()
-		go func() {
-			if err := o.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics listener stopped", "err", err)
-			}
-		}()
-		log.Info("serving metrics and pprof", "addr", o.addr)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o.stop = cancel
@@ -62,11 +48,15 @@ func newObserver(cfg serveConfig, b *backends, log *slog.Logger) (*observer, err
 	return o, nil
 }
 
-// watch counts the services' orders and the consumer's work.
+// watch counts the services' orders, the consumer's work and the lock
+// client's.
 func (o *observer) watch(svc *services) {
 	svc.orders = o.m.Orders(svc.orders)
 	if svc.consumer != nil {
 		o.m.WatchConsumer(svc.consumer)
+	}
+	if svc.locks != nil {
+		o.m.WatchLocks(svc.locks)
 	}
 }
 
@@ -90,11 +80,42 @@ func (o *observer) handler(api http.Handler, authn *auth.Authenticator) http.Han
 func (o *observer) close() {
 	o.stop()
 	<-o.done
-	if o.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = o.srv.Shutdown(ctx)
+	stopMetrics(o.srv)
+}
+
+// listenMetrics serves m's /metrics and /debug/pprof on addr (the
+// --metrics-addr of serve and consume) and returns the server and the
+// address it listens on.
+func listenMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
 	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", "err", err)
+		}
+	}()
+	log.Info("serving metrics and pprof", "addr", ln.Addr().String())
+	return srv, ln.Addr().String(), nil
+}
+
+// stopMetrics shuts down a listenMetrics server, if srv is not nil.
+func stopMetrics(srv *http.Server) {
+	if srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
 }
 
 // persister returns what the consumer persists through: the database,

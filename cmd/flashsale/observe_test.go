@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -119,7 +121,17 @@ func checkScrape(t *testing.T, url, metricsAddr, voucher string) {
 			t.Errorf("the scrape has no %s", want)
 		}
 	}
-	// Every metric the alert rules and the Grafana dashboard use exists.
+	// The lock's metrics are checked by TestLockSaleObserved.
+	checkDeployNames(t, scrape, func(name string) bool { return !strings.HasPrefix(name, lockMetrics) })
+}
+
+// lockMetrics prefixes the metrics only --strategy lock exports.
+const lockMetrics = "flashsale_lock_"
+
+// checkDeployNames checks that every metric the alert rules and the
+// Grafana dashboard use, among those mine selects, is in scrape.
+func checkDeployNames(t *testing.T, scrape string, mine func(name string) bool) {
+	t.Helper()
 	names := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^(flashsale_\w+)`).FindAllStringSubmatch(scrape, -1) {
 		names[m[1]] = true
@@ -130,11 +142,60 @@ func checkScrape(t *testing.T, url, metricsAddr, voucher string) {
 			t.Fatal(err)
 		}
 		for _, n := range regexp.MustCompile(`flashsale_\w+`).FindAllString(string(text), -1) {
-			if !names[n] {
+			if mine(n) && !names[n] {
 				t.Errorf("deploy/%s uses %s, which the service does not export", f, n)
 			}
 		}
 	}
+}
+
+// TestLockSaleObserved runs a sale with --strategy lock on real Redis and
+// MariaDB, 12 buyers and one buyer's 4 clicks at once, and checks the lock
+// client's metrics in the scrape: one acquisition per order attempt (15),
+// each a turn or a local handoff, each Lock's wait in the histogram, none
+// lost; and every lock metric the alert rules and the dashboard use.
+func TestLockSaleObserved(t *testing.T) {
+	_, prefix := testenv.Redis(t)
+	url, _ := startServe(t, "--strategy", "lock", "--lock-wait", "30s", "--redis", "redis://"+testenv.RedisAddr()+"/0",
+		"--redis-prefix", prefix, "--db", testenv.MySQLURL(t))
+	var v struct{ ID string }
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(5), &v); code != http.StatusCreated {
+		t.Fatalf("create voucher: %d", code)
+	}
+	orders := url + "/api/vouchers/" + v.ID + "/orders"
+	var wg sync.WaitGroup
+	for u := int64(1); u <= 15; u++ {
+		tok := userToken(t, max(u-3, 1)) // users 1 to 12; user 1 four times
+		wg.Go(func() { call(t, "POST", orders, tok, "", nil) })
+	}
+	wg.Wait()
+	scrape := get(t, url+"/metrics")
+	promtool(t, scrape, "check", "metrics")
+	sample := func(name string) float64 {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(scrape)
+		if m == nil {
+			t.Fatalf("the scrape has no %s:\n%s", name, scrape)
+		}
+		f, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	acquired, turns, handoffs := sample("flashsale_lock_acquisitions_total"), sample("flashsale_lock_turns_total"), sample("flashsale_lock_local_handoffs_total")
+	if acquired != 15 || turns+handoffs != 15 || turns < 12 {
+		t.Errorf("lock acquisitions %v, turns %v, local handoffs %v: want 15 acquisitions, at least 12 turns (one per buyer)", acquired, turns, handoffs)
+	}
+	if n, sum := sample("flashsale_lock_wait_seconds_count"), sample("flashsale_lock_wait_seconds_sum"); n != 15 || !(sum > 0) {
+		t.Errorf("lock waits: count %v, sum %v; want 15 and more than 0", n, sum)
+	}
+	if lost := sample("flashsale_lock_lost_total"); lost != 0 {
+		t.Errorf("%v locks lost in a sale with Redis up", lost)
+	}
+	if accepted := sample(`flashsale_orders_total{outcome="accepted",strategy="lock"}`); accepted != 5 {
+		t.Errorf("%v orders accepted, want the stock, 5", accepted)
+	}
+	checkDeployNames(t, scrape, func(name string) bool { return strings.HasPrefix(name, lockMetrics) })
 }
 
 // checkDashboard renders the dashboard in headless Chromium.
@@ -240,4 +301,65 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestConsumeMetrics runs an async instance without its consumer, takes 6
+// orders, then runs `flashsale consume --metrics-addr` and scrapes it: the
+// consumer's counters show the 6 orders persisted, the batches are
+// measured, pprof is served, no order series is (consume takes none), and
+// the listener goes away with the consumer.
+func TestConsumeMetrics(t *testing.T) {
+	_, prefix := testenv.Redis(t)
+	servers := []string{"--redis", "redis://" + testenv.RedisAddr() + "/0", "--redis-prefix", prefix, "--db", testenv.MySQLURL(t)}
+	url, _ := startServe(t, append([]string{"--strategy", "async", "--consume=false"}, servers...)...)
+	var v struct{ ID string }
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(10), &v); code != http.StatusCreated {
+		t.Fatalf("create voucher: %d", code)
+	}
+	for u := int64(1); u <= 6; u++ {
+		if code := call(t, "POST", url+"/api/vouchers/"+v.ID+"/orders", userToken(t, u), "", nil); code != http.StatusOK {
+			t.Fatalf("order of user %d: %d", u, code)
+		}
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"consume", "--metrics-addr", addr}, servers...), io.Discard, io.Discard)
+	}()
+	defer func() { cancel(); <-done }()
+	var scrape string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if res, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			res.Body.Close()
+			if scrape = get(t, "http://"+addr+"/metrics"); strings.Contains(scrape, "\nflashsale_async_orders_persisted_total 6\n") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consume's scrape never showed 6 orders persisted:\n%s", scrape)
+		}
+	}
+	promtool(t, scrape, "check", "metrics")
+	if !regexp.MustCompile(`(?m)^flashsale_async_batch_size_count [1-9]`).MatchString(scrape) ||
+		!regexp.MustCompile(`(?m)^flashsale_async_batches_total [1-9]`).MatchString(scrape) {
+		t.Errorf("consume's scrape has no batch persisted:\n%s", scrape)
+	}
+	if strings.Contains(scrape, "flashsale_orders_total{") {
+		t.Errorf("consume, which takes no orders, exports order series:\n%s", scrape)
+	}
+	if res, err := http.Get("http://" + addr + "/debug/pprof/"); err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("pprof on consume's --metrics-addr: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("consume: %v", err)
+	}
+	done <- nil // for the deferred wait
+	if res, err := http.Get("http://" + addr + "/metrics"); err == nil {
+		res.Body.Close()
+		t.Errorf("consume's metrics listener outlived it: %d", res.StatusCode)
+	}
 }

@@ -46,8 +46,8 @@ func TestDemoHTMLReport(t *testing.T) {
 		t.Errorf("the report refers to an external URL: %s", m)
 	}
 	tableRows := regexp.MustCompile(`<tr class="(exact|unsafe)">([\s\S]*?)</tr>`).FindAllStringSubmatch(string(page), -1)
-	if len(tableRows) != len(doc.Runs) || len(doc.Runs) != 6 {
-		t.Fatalf("the table has %d rows, the JSON %d runs; want 6", len(tableRows), len(doc.Runs))
+	if want := len(strategies()); len(tableRows) != len(doc.Runs) || len(doc.Runs) != want {
+		t.Fatalf("the table has %d rows, the JSON %d runs; want %d", len(tableRows), len(doc.Runs), want)
 	}
 	cell := regexp.MustCompile(`data-field="(\w+)"[^>]*>([^<]*)<`)
 	for i, tr := range tableRows {
@@ -84,8 +84,8 @@ func TestDemoHTMLReport(t *testing.T) {
 	}
 	dom := chromium(t, "file://"+htmlPath, "--dump-dom")
 	if !bytes.Contains(dom, []byte(`<table id="audit">`)) || !bytes.Contains(dom, []byte(`data-field="strategy">naive<`)) ||
-		bytes.Count(dom, []byte("<polyline")) != 12 {
-		t.Errorf("Chromium did not render the table and the 12 lines:\n%s", dom)
+		bytes.Count(dom, []byte("<polyline")) != 2*len(rows.Runs) {
+		t.Errorf("Chromium did not render the table and the %d lines (throughput and latency per strategy):\n%s", 2*len(rows.Runs), dom)
 	}
 }
 

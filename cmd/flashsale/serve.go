@@ -272,6 +272,7 @@ type services struct {
 	vouchers flashsale.VoucherService
 	orders   flashsale.OrderService
 	consumer *async.Consumer // async only
+	locks    *lock.Client    // the lock strategy only
 	ready    httpapi.ReadyFunc
 	close    func()
 }
@@ -337,5 +338,9 @@ func newSyncServices(cfg serveConfig, b *backends, _ *slog.Logger) (*services, e
 		locks.Close()
 		return nil, err
 	}
-	return &services{vouchers: strategy.NewVoucherService(b.db, b.ids), orders: orders, ready: b.ready, close: func() { locks.Close() }}, nil
+	svc := &services{vouchers: strategy.NewVoucherService(b.db, b.ids), orders: orders, ready: b.ready, close: func() { locks.Close() }}
+	if cfg.strategy == "lock" {
+		svc.locks = locks
+	}
+	return svc, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/metrics"
 )
 
 // answerCounter counts what a server answered, by status class, for the
@@ -20,9 +21,9 @@ type answerCounter struct {
 // wrap counts h's answers.
 func (c *answerCounter) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := metrics.NewStatusRecorder(w)
 		h.ServeHTTP(sw, r)
-		switch sw.status / 100 {
+		switch sw.Status / 100 {
 		case 2:
 			c.ok.Add(1)
 		case 4:
@@ -40,23 +41,6 @@ func (c *answerCounter) String() string {
 	ok, ce, se, o := c.ok.Load(), c.clientErr.Load(), c.serverErr.Load(), c.other.Load()
 	return fmt.Sprintf("%d requests answered (%d 2xx, %d 4xx, %d 5xx)", ok+ce+se+o, ok, ce, se)
 }
-
-// statusWriter remembers the status written.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	wrote  bool
-}
-
-func (w *statusWriter) WriteHeader(status int) {
-	if !w.wrote {
-		w.status, w.wrote = status, true
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-// Unwrap lets http.ResponseController reach the writer underneath.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // consumerSummary is what a stream consumer did, in one line.
 func consumerSummary(c *async.Consumer) string {

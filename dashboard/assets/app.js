@@ -18,8 +18,11 @@
     return body;
   }
 
-  // listVouchers is the one place the list comes from: switch it to
-  // GET /api/vouchers when that lists what is on sale.
+  // listVouchers is the one place the list comes from. It stays on
+  // /api/stats rather than GET /api/vouchers: that pages through every
+  // voucher ever made, ended sales included, and counts each one's orders
+  // in MySQL on every call, where /api/stats is the sampler's bounded list
+  // of what is on sale, with both stocks, and costs no query per poll.
   async function listVouchers() {
     return (await getJSON("/api/stats")).vouchers;
   }
