@@ -120,17 +120,10 @@ func staleLock() error {
 // PauseEvery-th acquisition: the lab's stand-in for a GC pause or a slow
 // call that outlasts the lease.
 func (s *stocklock) pause(ctx context.Context) error {
-	if s.cfg.Pause <= 0 || s.holds.Add(1)%int64(s.cfg.PauseEvery) != 1 {
+	if s.cfg.Pause <= 0 || (s.holds.Add(1)-1)%int64(s.cfg.PauseEvery) != 0 {
 		return nil
 	}
-	t := time.NewTimer(s.cfg.Pause)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep(ctx, s.cfg.Pause)
 }
 
 // lockError maps a failure to take a lock (what, for the log): EBusy when

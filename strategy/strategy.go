@@ -161,10 +161,15 @@ func (b *base) FindOrder(ctx context.Context, id int64) (*flashsale.Order, error
 
 // raceWindow sleeps the configured race window, or until ctx is done.
 func (b *base) raceWindow(ctx context.Context) error {
-	if b.cfg.RaceWindow <= 0 {
+	return sleep(ctx, b.cfg.RaceWindow)
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(b.cfg.RaceWindow)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
