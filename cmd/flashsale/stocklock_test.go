@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/lab"
 )
 
@@ -19,27 +14,10 @@ import (
 // oversells, and the fenced lock sells exactly the stock, its stale
 // holders' writes refused (busy).
 func TestStocklockLabShowsBrokenLocksOverselling(t *testing.T) {
-	bin := buildFlashsale(t)
-	dbURL := testenv.MySQLURL(t)
-	_, prefix := testenv.Redis(t)
-	jsonPath := filepath.Join(t.TempDir(), "runs.json")
-	var stdout, stderr bytes.Buffer
 	locks := append([]string{realLock}, brokenLockNames()...)
-	err := run(context.Background(), []string{"bench",
-		"--strategy", "stocklock", "--lock", strings.Join(locks, ","), "--instances", "3",
+	_, raw := benchOnServers(t, "--strategy", "stocklock", "--lock", strings.Join(locks, ","), "--instances", "3",
 		"--lock-lease", "100ms", "--pause", "300ms", "--pause-every", "5", "--lock-wait", "60s",
-		"--stock", "20", "--users", "120", "--concurrency", "40", "--race-window", "1ms",
-		"--redis", "redis://" + testenv.RedisAddr() + "/0", "--redis-prefix", prefix, "--db", dbURL,
-		"--server-bin", bin, "--json", jsonPath,
-	}, &stdout, &stderr)
-	t.Logf("stdout:\n%s", stdout.String())
-	if err != nil {
-		t.Fatalf("bench: %v\nstderr:\n%s", err, stderr.String())
-	}
-	raw, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+		"--stock", "20", "--users", "120", "--concurrency", "40", "--race-window", "1ms")
 	var doc struct{ Runs []lab.Row }
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
