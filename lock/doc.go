@@ -11,12 +11,13 @@
 // It depends only on the standard library and github.com/redis/rueidis. All
 // keys of one lock name share one hash tag and every script names the keys
 // it touches, so each lock lives on the Redis Cluster master that owns its
-// name's slot. It is tested on a single Redis and on a 3-master Redis
-// Cluster (mutual exclusion and increasing fences across three processes;
-// flashsale's lock strategy through a master SIGKILL and failover, and
-// after a Sentinel failover). Grants are pushed with PUBLISH, which a
-// cluster forwards to every node, so a Client may subscribe on any node;
-// each push costs one message on the cluster bus per node.
+// name's slot. It is tested on a single Redis, on several independent ones
+// (MultiLock), on a Sentinel set through failovers (WithReplicas) and on a
+// 3-master Redis Cluster (mutual exclusion and increasing fences across
+// three processes; flashsale's lock strategy through a master SIGKILL and
+// failover). Grants are pushed with PUBLISH, which a cluster forwards to
+// every node, so a Client may subscribe on any node; each push costs one
+// message on the cluster bus per node.
 //
 // # Guarantees
 //
@@ -43,6 +44,29 @@
 // that carries it (Lock.Context): each hold needs its own Unlock, and only
 // the last one releases.
 //
+// # Failover
+//
+// Without WithReplicas, a failover can promote a replica that had not yet
+// received an acquisition: the lock is then free on the new primary while
+// its holder still believes it holds it, and the fencing tokens of that
+// acquisition may be issued again. WithReplicas(n, timeout) makes Lock
+// return only once n replicas acknowledged the acquisition (Redis WAIT),
+// and counts a renewal only once they acknowledged it; otherwise Lock
+// fails with ErrNotReplicated, leaving nothing held, and a holder whose
+// renewals stay unacknowledged loses the lock when the acknowledged lease
+// runs out.
+//
+// # Several masters
+//
+// NewMulti(clients...).Mutex(name) is one lock over several independent
+// Redis masters: a MultiLock is held only while the lock is held on every
+// one of them (not a majority: Redlock is not what it does). Lock takes
+// them in the given order, waiting on each as Mutex.Lock does, and a
+// failure on any releases the others; each part keeps its own lease and
+// watchdog, and the MultiLock is lost (Lost, Context) as soon as any part
+// is. Fences gives each master's fencing token, each of which increases in
+// the order the MultiLock is held; Fence is the first master's.
+//
 // # Fairness
 //
 // Waiters are served in turns: Clients in the order they queued in Redis,
@@ -55,7 +79,8 @@
 //
 // Lock N uses the keys <prefix>{N} (hash), <prefix>{N}:q (wait queue) and
 // <prefix>{N}:f (last fencing token), and publishes grants on
-// <prefix>ch:<client id>. Idle locks leave only the fence key, which expires
+// <prefix>ch:<client id>; WithReplicas writes <prefix>{N}:w (10s) before
+// each WAIT. Idle locks leave only the fence key, which expires
 // at most the fence retention (24h, WithFenceRetention) after it was set.
 //
 // # RWMutex and Semaphore

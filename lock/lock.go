@@ -202,6 +202,11 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if err != nil {
 		return l.m.fail(ctx, "extend", err)
 	}
+	if n == 1 && l.m.cfg.replicas > 0 {
+		if err := l.m.replicate(sctx); err != nil {
+			return err // the lease known to last stays the one acknowledged before
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t.holder != l {

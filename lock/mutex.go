@@ -26,6 +26,8 @@ type mutexConfig struct {
 	lease          time.Duration
 	watchdog       bool
 	fenceRetention time.Duration
+	replicas       int           // WithReplicas: acknowledgements required
+	replicaTimeout time.Duration // WithReplicas: how long WAIT waits
 }
 
 // MutexOption configures a Mutex.
@@ -60,6 +62,14 @@ func (m *Mutex) Name() string { return m.name }
 // it is held, or if waiters are queued for it (they go first). If ctx
 // carries a held Lock of this mutex (see Lock.Context), TryLock re-enters it.
 func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
+	l, err := m.tryLock(ctx)
+	if err != nil || m.cfg.replicas == 0 {
+		return l, err
+	}
+	return m.confirmReplicas(ctx, l)
+}
+
+func (m *Mutex) tryLock(ctx context.Context) (*Lock, error) {
 	if l, err := m.reentry(ctx); l != nil || err != nil {
 		return l, err
 	}
@@ -91,7 +101,15 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 // the holder before it, with no Redis call. If ctx carries a held Lock of
 // this mutex (see Lock.Context), Lock re-enters it and returns the same
 // handle.
-func (m *Mutex) Lock(ctx context.Context) (_ *Lock, err error) {
+func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
+	l, err := m.lock(ctx)
+	if err != nil || m.cfg.replicas == 0 {
+		return l, err
+	}
+	return m.confirmReplicas(ctx, l)
+}
+
+func (m *Mutex) lock(ctx context.Context) (_ *Lock, err error) {
 	if l, err := m.reentry(ctx); l != nil || err != nil {
 		return l, err
 	}

@@ -204,7 +204,11 @@ func (c *Client) queuedLocally(m *Mutex) int {
 // cleanup if still running.
 func helper(t testing.TB, role string, vars map[string]string) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v=false")
+	test := "TestHelperProcess"
+	if strings.HasPrefix(role, "multi") { // see TestMultiHelperProcess
+		test = "TestMultiHelperProcess"
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v=false")
 	cmd.Env = append(os.Environ(), helperEnv+"="+role)
 	for k, v := range vars {
 		cmd.Env = append(cmd.Env, "LOCK_HELPER_"+k+"="+v)

@@ -102,10 +102,11 @@ func (m *Mutex) newLock(ctx context.Context, token string, g grant, sent time.Ti
 }
 
 // compatible reports whether a waiter of m may have the lock handed to it
-// within the turn: it must renew the lock the way the turn does. Fixed
+// within the turn: it must renew the lock the way the turn does (same
+// lease, same replicas to confirm renewals). Fixed
 // leases never are, since each acquisition's lease starts in Redis.
 func (t *turn) compatible(m *Mutex) bool {
-	return t.m.cfg.watchdog && m.cfg.watchdog && m.cfg.lease == t.m.cfg.lease
+	return t.m.cfg.watchdog && m.cfg.watchdog && m.cfg.lease == t.m.cfg.lease && m.cfg.replicas == t.m.cfg.replicas
 }
 
 // over reports whether the turn has served the waiters it covers, or run
@@ -184,6 +185,9 @@ func (t *turn) tick() {
 	c.mu.Unlock()
 
 	n, err := extendScript.Exec(ctx, c.rc, t.m.keyList[:1], []string{t.token, ms(lease)}).AsInt64()
+	if err == nil && n == 1 && t.m.cfg.replicas > 0 {
+		err = t.m.replicate(ctx) // unacknowledged: retried as if Redis had not answered
+	}
 	cancel()
 
 	c.mu.Lock()

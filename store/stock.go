@@ -46,6 +46,35 @@ func (q Queries) SetRemaining(ctx context.Context, voucherID int64, n int) error
 	return nil
 }
 
+// ClaimStockFence records fence as the voucher's stock fence if it is
+// above every fence claimed or written before, and reports whether it
+// did. A lock holder claims before it reads the stock: a holder whose
+// lease ran out, and who read the stock before the next holder claimed,
+// then has its write refused (SetRemainingFenced), whichever writes first.
+// It reports false as well when the voucher does not exist.
+func (q Queries) ClaimStockFence(ctx context.Context, voucherID, fence int64) (bool, error) {
+	op := fmt.Sprintf("claim stock fence of voucher %d", voucherID)
+	res, err := q.w.ExecContext(ctx, "UPDATE vouchers SET stock_fence = ? WHERE id = ? AND stock_fence < ?", fence, voucherID, fence)
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	return oneRow(res, op)
+}
+
+// SetRemainingFenced writes n as the voucher's remaining stock, as
+// SetRemaining does, only if no fence above fence was claimed or written
+// before, and reports whether it did. It reports false as well when the
+// voucher does not exist.
+func (q Queries) SetRemainingFenced(ctx context.Context, voucherID int64, n int, fence int64) (bool, error) {
+	op := fmt.Sprintf("fenced set remaining of voucher %d", voucherID)
+	res, err := q.w.ExecContext(ctx, "UPDATE vouchers SET remaining = ?, stock_fence = ?, updated_at = ? WHERE id = ? AND stock_fence <= ?",
+		n, fence, dbTime(now()), voucherID, fence)
+	if err != nil {
+		return false, wrap(op, checkError(err, n))
+	}
+	return oneRow(res, op)
+}
+
 // CompareAndSetRemaining writes newN as the remaining stock only if it is
 // still old, and reports whether it did: optimistic locking on the stock
 // value. It reports false as well when the voucher does not exist, and

@@ -177,3 +177,33 @@ func TestConcurrentDecrement(t *testing.T) {
 		wantRemaining(t, db, 1, 0)
 	})
 }
+
+func TestStockFenceRefusesAStaleHolder(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		createVoucher(t, db, 1, 10)
+		claim := func(fence int64, want bool) {
+			t.Helper()
+			if ok, err := db.ClaimStockFence(t.Context(), 1, fence); err != nil || ok != want {
+				t.Fatalf("ClaimStockFence(%d) = %v, %v; want %v", fence, ok, err, want)
+			}
+		}
+		set := func(n int, fence int64, want bool) {
+			t.Helper()
+			if ok, err := db.SetRemainingFenced(t.Context(), 1, n, fence); err != nil || ok != want {
+				t.Fatalf("SetRemainingFenced(%d, fence %d) = %v, %v; want %v", n, fence, ok, err, want)
+			}
+		}
+		claim(5, true)
+		set(9, 5, true) // the claimer writes
+		claim(7, true)  // the next holder claims before the stale one (5) writes
+		set(8, 5, false)
+		claim(6, false) // a stale holder claiming late is refused too
+		set(8, 7, true)
+		set(7, 9, true) // a higher fence writes without a claim
+		set(6, 8, false)
+		wantRemaining(t, db, 1, 7)
+		if ok, err := db.SetRemainingFenced(t.Context(), 2, 1, 99); err != nil || ok {
+			t.Fatalf("SetRemainingFenced on a missing voucher = %v, %v", ok, err)
+		}
+	})
+}

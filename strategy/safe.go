@@ -2,9 +2,7 @@ package strategy
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/store"
@@ -70,15 +68,7 @@ func (s *locked) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flas
 	defer cancel()
 	l, err := s.cfg.Locks.Mutex(fmt.Sprintf("order:%d:%d", voucherID, userID)).Lock(waitCtx)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, &flashsale.Error{Code: flashsale.EBusy, Message: "too many requests for this order at once; try again later", RetryAfter: time.Second}
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("strategy: user lock: %w", err)
-		}
-		// Redis unreachable, or the lock client closing: nothing can be
-		// sold safely until it is back, but it passes.
-		return nil, fmt.Errorf("%w: strategy: user lock: %w", &flashsale.Error{Code: flashsale.EUnavailable, Message: "the order lock is unavailable; try again shortly", RetryAfter: time.Second}, err)
+		return nil, lockError(ctx, "user lock", err)
 	}
 	defer l.Unlock(context.WithoutCancel(ctx)) //nolint:errcheck // the order is committed or not either way; an expired lock has nothing left to release
 	// Run the transaction under the lock's context: if the lock is lost

@@ -13,6 +13,9 @@
 //     remaining > 0 and the order insert in one transaction.
 //   - lock: a per-user distributed lock (package lock) around the check for
 //     an existing order, the conditional decrement and the insert.
+//   - stocklock: one distributed lock per voucher around naive's
+//     read-check-write (one "stock" lock over the whole order), its stock
+//     write fenced by the lock's token.
 //   - batch: conditional's guarantees with group commit: the concurrent
 //     orders of one voucher share one transaction, one decrement and one
 //     multi-row insert.
@@ -35,14 +38,26 @@ import (
 )
 
 // Names lists the synchronous strategies, from the unsafe to the safe.
-var Names = []string{"naive", "mutex", "optimistic", "conditional", "lock", "batch"}
+var Names = []string{"naive", "mutex", "optimistic", "conditional", "lock", "stocklock", "batch"}
 
 // Config holds what the strategies need.
 type Config struct {
 	DB  *store.DB
 	IDs flashsale.IDGenerator
-	// Locks is required by the lock strategy.
+	// Locks is required by the lock strategy, and by stocklock unless
+	// Locker is set.
 	Locks *lock.Client
+	// Locker is stocklock's per-voucher lock; by default
+	// LockLocker(Locks, LockLease). The lab sets its broken locks here.
+	Locker Locker
+	// LockLease is the fixed lease of stocklock's default Locker.
+	// Default 10s.
+	LockLease time.Duration
+	// Pause, lab only, is slept inside stocklock's critical section by
+	// every PauseEvery-th acquisition of an instance (default every 20th),
+	// to outlast the lease as a GC pause would.
+	Pause      time.Duration
+	PauseEvery int
 	// RaceWindow is slept between reading and writing, like a slow request, to
 	// make races visible. Zero by default. The batch strategy has no such
 	// gap to widen (it reads and writes in one store call under the
@@ -69,6 +84,12 @@ func New(name string, cfg Config) (flashsale.OrderService, error) {
 	if cfg.LockWait <= 0 {
 		cfg.LockWait = time.Second
 	}
+	if cfg.LockLease <= 0 {
+		cfg.LockLease = 10 * time.Second
+	}
+	if cfg.PauseEvery <= 0 {
+		cfg.PauseEvery = 20
+	}
 	if cfg.BatchMax <= 0 {
 		cfg.BatchMax = defaultBatchMax
 	}
@@ -87,6 +108,14 @@ func New(name string, cfg Config) (flashsale.OrderService, error) {
 			return nil, errors.New("strategy: the lock strategy needs a lock client")
 		}
 		return &locked{b}, nil
+	case "stocklock":
+		if cfg.Locker == nil && cfg.Locks == nil {
+			return nil, errors.New("strategy: the stocklock strategy needs a lock client or a Locker")
+		}
+		if b.cfg.Locker == nil {
+			b.cfg.Locker = LockLocker(cfg.Locks, cfg.LockLease)
+		}
+		return &stocklock{base: b}, nil
 	case "batch":
 		return &batch{base: b}, nil
 	default:
@@ -132,10 +161,15 @@ func (b *base) FindOrder(ctx context.Context, id int64) (*flashsale.Order, error
 
 // raceWindow sleeps the configured race window, or until ctx is done.
 func (b *base) raceWindow(ctx context.Context) error {
-	if b.cfg.RaceWindow <= 0 {
+	return sleep(ctx, b.cfg.RaceWindow)
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(b.cfg.RaceWindow)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

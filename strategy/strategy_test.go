@@ -134,7 +134,7 @@ func TestUnsafeStrategiesShowTheSeedsFailures(t *testing.T) {
 			t.Fatalf("optimistic: audit %+v answers %v; want orders+remaining = %d with stock left and buyers refused", a, codes, stock)
 		}
 	})
-	for _, name := range []string{"conditional", "lock", "batch"} {
+	for _, name := range []string{"conditional", "lock", "stocklock", "batch"} {
 		t.Run(name+" sells exactly the stock", func(t *testing.T) {
 			vid := f.voucher(t, stock)
 			codes := sale(t, f.strategy(t, name, 2*time.Millisecond), vid, buyers)
@@ -202,6 +202,7 @@ func TestOneOrderPerBuyer(t *testing.T) {
 		{"optimistic", []string{flashsale.EDuplicateOrder, flashsale.ESoldOut}},
 		{"conditional", []string{flashsale.EDuplicateOrder}},
 		{"lock", []string{flashsale.EDuplicateOrder, flashsale.EBusy}},
+		{"stocklock", []string{flashsale.EDuplicateOrder, flashsale.EBusy}},
 		{"batch", []string{flashsale.EDuplicateOrder}},
 	}
 	for _, tt := range tests {
@@ -271,6 +272,9 @@ func TestNewRejectsUnknownStrategy(t *testing.T) {
 	}
 	if _, err := strategy.New("lock", strategy.Config{DB: f.db, IDs: f.ids}); err == nil {
 		t.Fatal("lock strategy without a lock client accepted")
+	}
+	if _, err := strategy.New("stocklock", strategy.Config{DB: f.db, IDs: f.ids}); err == nil {
+		t.Fatal("stocklock strategy without a lock client or Locker accepted")
 	}
 }
 

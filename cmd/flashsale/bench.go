@@ -48,6 +48,7 @@ type benchConfig struct {
 	rateUser    float64
 	rateIP      float64
 	lockWait    time.Duration
+	locks       lockFlags // stocklock.go
 	backends    backendFlags
 }
 
@@ -74,6 +75,7 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.rateUser, "rate-limit-user", 0, "passed to the instances: order requests per second per user (0: no limit)")
 	fs.Float64Var(&c.rateIP, "rate-limit-ip", 0, "passed to the instances: order requests per second per client IP (0: no limit)")
 	fs.DurationVar(&c.lockWait, "lock-wait", time.Second, "passed to the instances: how long the lock strategy waits for a buyer's lock")
+	c.locks.register(fs, true)
 	c.backends.register(fs)
 }
 
@@ -126,6 +128,9 @@ func (c *benchConfig) validate() error {
 		return errors.New("--timeout, --drain-timeout, --startup-timeout and --lock-wait must be positive")
 	}
 	if err := c.backends.validate(); err != nil {
+		return err
+	}
+	if err := c.locks.validate(slices.Contains(names, "stocklock")); err != nil {
 		return err
 	}
 	if c.targets != "" {
@@ -248,7 +253,7 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 		rows []lab.Row
 		errs []error
 	)
-	for _, name := range cfg.strategyList() {
+	for _, name := range stocklockRuns(cfg.strategyList(), cfg.locks.kinds) {
 		f, err := fl.start(ctx, name)
 		if err != nil {
 			return rows, errors.Join(append(errs, fmt.Errorf("%s: starting instances: %w", name, err))...)

@@ -28,21 +28,20 @@ func buildFlashsale(t *testing.T) string {
 	return bin
 }
 
-// TestBenchOnRealServers runs a small bench of conditional and async with
-// two child processes each on the real Redis and MariaDB, and checks the
-// audit and the --json schema.
-func TestBenchOnRealServers(t *testing.T) {
+// benchOnServers runs bench with args on child processes of a freshly
+// built binary, against the real Redis (a test prefix) and a fresh
+// MariaDB database, and returns its stdout and its --json document.
+func benchOnServers(t *testing.T, args ...string) (string, []byte) {
+	t.Helper()
 	bin := buildFlashsale(t)
 	dbURL := testenv.MySQLURL(t)
 	_, prefix := testenv.Redis(t) // the service's keys, deleted when the test ends
 	jsonPath := filepath.Join(t.TempDir(), "runs.json")
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"bench",
-		"--strategy", "conditional,async", "--instances", "2",
-		"--stock", "20", "--users", "60", "--concurrency", "20", "--race-window", "1ms",
-		"--redis", "redis://" + testenv.RedisAddr() + "/0", "--redis-prefix", prefix, "--db", dbURL,
+	err := run(context.Background(), append(append([]string{"bench"}, args...),
+		"--redis", "redis://"+testenv.RedisAddr()+"/0", "--redis-prefix", prefix, "--db", dbURL,
 		"--server-bin", bin, "--json", jsonPath,
-	}, &stdout, &stderr)
+	), &stdout, &stderr)
 	t.Logf("stdout:\n%s", stdout.String())
 	if err != nil {
 		t.Fatalf("bench: %v\nstderr:\n%s", err, stderr.String())
@@ -51,6 +50,15 @@ func TestBenchOnRealServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return stdout.String(), raw
+}
+
+// TestBenchOnRealServers runs a small bench of conditional and async with
+// two child processes each on the real Redis and MariaDB, and checks the
+// audit and the --json schema.
+func TestBenchOnRealServers(t *testing.T) {
+	stdout, raw := benchOnServers(t, "--strategy", "conditional,async", "--instances", "2",
+		"--stock", "20", "--users", "60", "--concurrency", "20", "--race-window", "1ms")
 	var doc struct {
 		Runs []map[string]any `json:"runs"`
 	}
@@ -83,7 +91,7 @@ func TestBenchOnRealServers(t *testing.T) {
 			t.Errorf("run %+v; want exactly 20 orders of 20 buyers from 180 requests, none lost or duplicated", r)
 		}
 	}
-	if !strings.Contains(stdout.String(), "mode: processes — 2 `flashsale serve` child processes") {
+	if !strings.Contains(stdout, "mode: processes — 2 `flashsale serve` child processes") {
 		t.Error("the output does not say the instances ran as processes")
 	}
 }

@@ -48,6 +48,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 			cfg.doubles = 0.25
 			cfg.timeout, cfg.drain, cfg.startup = 30*time.Second, time.Minute, 30*time.Second
 			cfg.lockWait = time.Second
+			cfg.locks = lockFlags{kinds: realLock, lease: 10 * time.Second, pauseEvery: 20}
 			if err := cfg.validate(); err != nil {
 				return usage(err)
 			}

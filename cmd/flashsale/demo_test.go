@@ -47,7 +47,7 @@ func TestDemo(t *testing.T) {
 	if r := runs["optimistic"]; r.Oversold != 0 || r.StockDrift != 0 || r.DuplicateBuyers != 0 || r.Lost != 0 {
 		t.Errorf("optimistic oversold, drifted, duplicated or lost: %+v", r)
 	}
-	for _, name := range []string{"conditional", "lock", "batch", "async"} {
+	for _, name := range []string{"conditional", "lock", "stocklock", "batch", "async"} {
 		if r := runs[name]; !r.Exact() || r.Orders != r.Stock || r.Errors != 0 {
 			t.Errorf("%s is not exact: %+v", name, r)
 		}
@@ -57,7 +57,7 @@ func TestDemo(t *testing.T) {
 	}
 	words := strings.Join(strings.Fields(stdout.String()), " ") // the paragraphs unwrapped
 	for _, want := range []string{"mode: in-process — 3 instances", "exact: ", "conditional (50 orders for 50 units)",
-		"flashsale bench --strategy naive,mutex,optimistic,conditional,lock,batch,async \\ --instances 3", "ceiling: "} {
+		"flashsale bench --strategy naive,mutex,optimistic,conditional,lock,stocklock,batch,async \\ --instances 3", "ceiling: "} {
 		if !strings.Contains(words, want) {
 			t.Errorf("the demo's output lacks %q", want)
 		}

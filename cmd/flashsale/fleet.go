@@ -74,8 +74,13 @@ func redact(raw string) string {
 
 // serveArgs are the serve flags of an instance of the strategy, backends
 // and secrets excepted.
-func (fl *fleets) serveArgs(strategy string) []string {
-	return []string{
+func (fl *fleets) serveArgs(run string) []string {
+	strategy, lockKind := runStrategy(run)
+	var locks []string
+	if strategy == "stocklock" {
+		locks = fl.cfg.locks.args(lockKind)
+	}
+	return append(locks,
 		"--addr", "127.0.0.1:0",
 		"--strategy", strategy,
 		"--race-window", fl.cfg.raceWindow.String(),
@@ -83,7 +88,7 @@ func (fl *fleets) serveArgs(strategy string) []string {
 		"--rate-limit-ip", strconv.FormatFloat(fl.cfg.rateIP, 'g', -1, 64),
 		"--lock-wait", fl.cfg.lockWait.String(),
 		"--shutdown-timeout", "10s",
-	}
+	)
 }
 
 // start starts the strategy's instances (or names the targets).

@@ -41,6 +41,7 @@ type serveConfig struct {
 	consumer    consumerFlags
 	metricsAddr string // observe.go: /metrics and pprof on their own listener
 	durability  durabilityFlags
+	locks       lockFlags // stocklock.go
 }
 
 // strategyEntry is one value of --strategy: how serve builds it.
@@ -96,6 +97,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.backends.register(fs)
 	c.consumer.register(fs)
 	c.durability.register(fs)
+	c.locks.register(fs, false)
 }
 
 func (c *serveConfig) validate() error {
@@ -114,6 +116,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.strategy != "async" && c.durability.mode != string(async.DurabilityMemory) {
 		return errors.New("--durability applies to --strategy async (the others write MySQL before they answer)")
+	}
+	if err := c.locks.validate(c.strategy == "stocklock"); err != nil {
+		return err
 	}
 	if entry.validate != nil {
 		return entry.validate(c)
@@ -317,13 +322,18 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 // client for the lock strategy.
 func newSyncServices(cfg serveConfig, b *backends, _ *slog.Logger) (*services, error) {
 	locks := lock.New(b.redis, lock.WithPrefix(b.prefix+"lock:"))
-	orders, err := strategy.New(cfg.strategy, strategy.Config{
+	scfg := strategy.Config{
 		DB:         b.db,
 		IDs:        b.ids,
 		Locks:      locks,
 		RaceWindow: cfg.raceWindow,
 		LockWait:   cfg.lockWait,
-	})
+	}
+	if err := cfg.locks.config(&scfg, b); err != nil {
+		locks.Close()
+		return nil, err
+	}
+	orders, err := strategy.New(cfg.strategy, scfg)
 	if err != nil {
 		locks.Close()
 		return nil, err
