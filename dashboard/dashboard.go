@@ -38,17 +38,30 @@ type Dashboard struct {
 // rateSeconds is how many complete seconds the rates average over.
 const rateSeconds = 5
 
+// Assets is the pattern of the page's static files (a subtree, not an
+// API route).
+const Assets = "GET /dashboard/"
+
 // Register adds the page and its endpoints to mux.
 func (d *Dashboard) Register(mux *http.ServeMux) {
 	static, _ := fs.Sub(assets, "assets") // the directory is embedded
-	files := http.FileServerFS(static)
-	mux.HandleFunc("GET /dashboard", func(w http.ResponseWriter, r *http.Request) {
+	page := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")
 		http.ServeFileFS(w, r, static, "index.html")
-	})
-	mux.Handle("GET /dashboard/", http.StripPrefix("/dashboard/", files))
-	mux.HandleFunc("GET /api/stats", d.list)
-	mux.HandleFunc("GET /api/vouchers/{id}/stats", d.voucher)
+	}
+	mux.Handle(Assets, http.StripPrefix("/dashboard/", http.FileServerFS(static)))
+	for _, r := range []struct {
+		pattern string
+		h       http.HandlerFunc
+	}{{"GET /dashboard", page}, {"GET /api/stats", d.list}, {"GET /api/vouchers/{id}/stats", d.voucher}} {
+		mux.HandleFunc(r.pattern, r.h)
+	}
+}
+
+// Routes returns the "METHOD pattern" of the page and its JSON endpoints
+// (Assets aside), for the API description's test.
+func Routes() []string {
+	return []string{"GET /dashboard", "GET /api/stats", "GET /api/vouchers/{id}/stats"}
 }
 
 // summary is a voucher in the list.
@@ -102,9 +115,9 @@ type latency struct {
 }
 
 func (d *Dashboard) voucher(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		writeError(w, http.StatusBadRequest, flashsale.EInvalid, "the voucher id must be a positive integer")
+	id, err := flashsale.ParseID(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, flashsale.EInvalid, "voucher id: "+err.Error())
 		return
 	}
 	last := d.Sampler.Latest()

@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// Route is the pattern /metrics is served on.
+const Route = "GET /metrics"
+
 // OrderRoute is the mux pattern of the order route, as httpapi registers
 // it.
 const OrderRoute = "POST /api/vouchers/{id}/orders"

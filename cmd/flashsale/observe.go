@@ -71,7 +71,7 @@ func (o *observer) handler(api http.Handler, authn *auth.Authenticator) http.Han
 	}}
 	d.Register(mux)
 	if o.srv == nil {
-		mux.Handle("GET /metrics", o.m.Handler())
+		mux.Handle(metrics.Route, o.m.Handler())
 	}
 	return o.m.Middleware(mux)
 }
@@ -92,7 +92,7 @@ func listenMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (*http.Ser
 		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
+	mux.Handle(metrics.Route, m.Handler())
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
