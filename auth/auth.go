@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -25,11 +26,13 @@ const MinSecretLen = 32
 
 // Authenticator verifies bearer tokens. It is safe for concurrent use.
 type Authenticator struct {
-	secret []byte
-	admin  []byte
-	parser *jwt.Parser
-	now    func() time.Time
-	cache  tokenCache
+	secret  []byte
+	admin   []byte
+	parser  *jwt.Parser
+	keyFunc jwt.Keyfunc
+	macs    sync.Pool // of *macState, for the issued-header path of verify
+	now     func() time.Time
+	cache   tokenCache
 }
 
 // New returns an Authenticator for the JWT secret and the admin token. An
@@ -39,12 +42,14 @@ func New(secret, adminToken string) (*Authenticator, error) {
 		return nil, fmt.Errorf("auth: the JWT secret must be at least %d bytes", MinSecretLen)
 	}
 	a := &Authenticator{secret: []byte(secret), admin: []byte(adminToken), now: time.Now}
+	// The parser checks the header, the algorithm and the signature; the
+	// claims by userClaims.check, the same for both paths of verify.
 	a.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(5*time.Second),
-		jwt.WithTimeFunc(func() time.Time { return a.now() }),
+		jwt.WithoutClaimsValidation(),
 	)
+	a.keyFunc = func(*jwt.Token) (any, error) { return a.secret, nil }
+	a.macs.New = func() any { return newMACState(a.secret) }
 	return a, nil
 }
 
@@ -68,68 +73,32 @@ func (a *Authenticator) User(token string) (int64, error) {
 	if id, ok := a.cache.get(token, now); ok {
 		return id, nil
 	}
-	var claims userClaims
-	_, err := a.parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.secret, nil })
-	switch {
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token has expired")
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token has no expiry (exp)")
-	case errors.Is(err, errNotNumericDate):
-		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token's exp, nbf and iat must be JSON numbers (seconds since 1970)")
-	case err != nil:
-		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token is not valid")
-	}
-	id, err := flashsale.ParseID(claims.Subject)
+	g, err := a.verify(token, now)
 	if err != nil {
-		return 0, flashsale.Errorf(flashsale.EUnauthorized, "the token's subject is not a user id: %v", err)
+		return 0, unauthorized(err)
 	}
 	// Remembered until it expires (without the leeway), and only once it
 	// is in force.
-	if exp, nbf := claims.ExpiresAt.get(), claims.NotBefore.get(); exp != nil && (nbf == nil || !nbf.After(now)) {
-		a.cache.put(token, id, exp.Time)
+	if g.inForce {
+		a.cache.put(token, g.user, g.exp)
 	}
-	return id, nil
+	return g.user, nil
 }
 
-// userClaims are the claims of a user token. Unlike jwt.RegisteredClaims,
-// its times must be JSON numbers, as RFC 7519 defines a NumericDate: the
-// library also takes a string holding a number.
-type userClaims struct {
-	Subject   string       `json:"sub"`
-	ExpiresAt *numericDate `json:"exp"`
-	NotBefore *numericDate `json:"nbf"`
-	IssuedAt  *numericDate `json:"iat"`
-}
-
-var _ jwt.Claims = (*userClaims)(nil)
-
-func (c *userClaims) GetExpirationTime() (*jwt.NumericDate, error) { return c.ExpiresAt.get(), nil }
-func (c *userClaims) GetNotBefore() (*jwt.NumericDate, error)      { return c.NotBefore.get(), nil }
-func (c *userClaims) GetIssuedAt() (*jwt.NumericDate, error)       { return c.IssuedAt.get(), nil }
-func (c *userClaims) GetIssuer() (string, error)                   { return "", nil }
-func (c *userClaims) GetSubject() (string, error)                  { return c.Subject, nil }
-func (c *userClaims) GetAudience() (jwt.ClaimStrings, error)       { return nil, nil }
-
-// errNotNumericDate is returned for a time claim that is not a JSON number.
-var errNotNumericDate = errors.New("auth: a time claim is not a JSON number")
-
-// numericDate is a jwt.NumericDate that must be written as a JSON number.
-type numericDate struct{ jwt.NumericDate }
-
-func (d *numericDate) UnmarshalJSON(b []byte) error {
-	if len(b) == 0 || b[0] != '-' && (b[0] < '0' || b[0] > '9') {
-		return errNotNumericDate
+// unauthorized is the EUnauthorized error for why verify refused a token.
+func unauthorized(err error) error {
+	switch {
+	case errors.Is(err, errExpired):
+		return flashsale.Errorf(flashsale.EUnauthorized, "the token has expired")
+	case errors.Is(err, errNoExpiry):
+		return flashsale.Errorf(flashsale.EUnauthorized, "the token has no expiry (exp)")
+	case errors.Is(err, errNotNumericDate):
+		return flashsale.Errorf(flashsale.EUnauthorized, "the token's exp, nbf and iat must be JSON numbers (seconds since 1970)")
+	case errors.Is(err, errSubject):
+		return flashsale.Errorf(flashsale.EUnauthorized, "%v", err)
+	default:
+		return flashsale.Errorf(flashsale.EUnauthorized, "the token is not valid")
 	}
-	return d.NumericDate.UnmarshalJSON(b)
-}
-
-// get returns the date, nil when the claim is absent.
-func (d *numericDate) get() *jwt.NumericDate {
-	if d == nil {
-		return nil
-	}
-	return &d.NumericDate
 }
 
 // sealTagLen is how many bytes of HMAC-SHA256 a sealed value carries:

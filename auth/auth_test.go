@@ -13,7 +13,7 @@ import (
 
 const testSecret = "0123456789abcdef0123456789abcdef"
 
-func newAuth(t *testing.T) *Authenticator {
+func newAuth(t testing.TB) *Authenticator {
 	t.Helper()
 	a, err := New(testSecret, "admin-token")
 	if err != nil {
@@ -22,7 +22,7 @@ func newAuth(t *testing.T) *Authenticator {
 	return a
 }
 
-func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+func sign(t testing.TB, method jwt.SigningMethod, key any, claims jwt.Claims) string {
 	t.Helper()
 	s, err := jwt.NewWithClaims(method, claims).SignedString(key)
 	if err != nil {
