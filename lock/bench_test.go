@@ -14,21 +14,13 @@ import (
 // wants: one goroutine (round-trip bound), and many goroutines on distinct
 // keys (where rueidis pipelines the scripts of all of them).
 func BenchmarkUncontended(b *testing.B) {
-	b.Run("sequential", func(b *testing.B) {
-		c, _, _ := newTestClient(b)
-		m := c.Mutex("seq")
-		ctx := context.Background()
-		b.ResetTimer()
-		for b.Loop() {
-			l, err := m.Lock(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	b.Run("sequential", func(b *testing.B) { benchSequential(b, "seq", context.Background()) })
+	// With a context that can end, each script is sent with a context of
+	// its own (bound.go, direct.go).
+	b.Run("sequential-deadline", func(b *testing.B) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		benchSequential(b, "seqd", ctx)
 	})
 	b.Run("parallel", func(b *testing.B) {
 		c, _, _ := newTestClient(b)
@@ -141,4 +133,22 @@ func BenchmarkContendedProcesses(b *testing.B) {
 	b.ReportMetric(c.jain, "fairness")
 	b.ReportMetric(float64(c.violations), "violations")
 	b.ReportMetric(0, "ns/op")
+}
+
+// benchSequential locks and unlocks the mutex name with ctx, one pair
+// after another.
+func benchSequential(b *testing.B, name string, ctx context.Context) {
+	c, _, _ := newTestClient(b)
+	m := c.Mutex(name)
+	b.ResetTimer()
+	for b.Loop() {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }

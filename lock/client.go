@@ -45,7 +45,8 @@ type Client struct {
 	spare   []*line            // empty lines for reuse
 	closed  bool
 
-	stats stats // stats.go; atomic, outside mu
+	stats  stats  // stats.go; atomic, outside mu
+	health health // direct.go; atomic, outside mu
 
 	// defaults is what Mutex starts from, with its script arguments.
 	defaults struct {
@@ -131,6 +132,7 @@ func New(rc rueidis.Client, opts ...Option) *Client {
 		spare:         make([]*line, 0, 64),
 		stopped:       make(chan struct{}),
 	}
+	c.health.off = rc.Mode() == rueidis.ClientModeCluster
 	c.defaults.cfg = mutexConfig{lease: 10 * time.Second, watchdog: true, fenceRetention: 24 * time.Hour}
 	c.defaults.leaseArg = ms(c.defaults.cfg.lease)
 	c.defaults.settingsArg = c.settingsArg(c.defaults.cfg.fenceRetention)

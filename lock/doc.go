@@ -14,7 +14,8 @@
 // name's slot. It is tested on a single Redis, on several independent ones
 // (MultiLock), on a Sentinel set through failovers (WithReplicas) and on a
 // 3-master Redis Cluster (mutual exclusion and increasing fences across
-// three processes; flashsale's lock strategy through a master SIGKILL and
+// three processes, for Mutex, RWMutex and Semaphore; a MultiLock with one
+// part on it; flashsale's lock strategy through a master SIGKILL and
 // failover). Grants are pushed with PUBLISH, which a cluster forwards to
 // every node, so a Client may subscribe on any node; each push costs one
 // message on the cluster bus per node.
@@ -43,6 +44,22 @@
 // Locks are reentrant through the handle (Lock.Reenter) or through a context
 // that carries it (Lock.Context): each hold needs its own Unlock, and only
 // the last one releases.
+//
+// # Contexts
+//
+// Lock, TryLock, Unlock, Extend and Reenter of every type return within
+// 200ms of the end of their context, with ctx.Err(), even if Redis is dead
+// or stopped: a script sent before the end is waited for 100ms more, then
+// given up. What it may still do in Redis is undone by a cancel or a
+// release, or expires (a grant with its lease, a queue entry with its
+// queue), so another Client gets the lock at most a lease after Redis is
+// back. The bound needs no option on the rueidis client. One window is
+// wider: a call made within 10ms of the moment Redis stalls, while its
+// connection must be dialled again, can wait for rueidis's dial timeout (5s
+// by default) — calls are sent from the caller's goroutine while the
+// client's connections answer, which is what keeps them cheap (see
+// DESIGN.md, "Contexts and a silent Redis"). A context with neither
+// deadline nor cancellation waits for Redis as long as it takes.
 //
 // # Failover
 //

@@ -20,7 +20,7 @@ type hold struct {
 	rw     *RWLock         // the RWLock this is, if it is one
 
 	opMu    sync.Mutex // serialises release, reenter and Extend
-	renewMu sync.Mutex // held while a renewal or Extend talks to Redis
+	renewMu gate       // held while a renewal or Extend talks to Redis
 
 	mu       sync.Mutex
 	state    state
@@ -43,7 +43,7 @@ type holdKey struct{}
 // newHold returns the handle of grant g to token and starts its watchdog
 // (or the timer of its fixed lease).
 func (s *sharedLock) newHold(ctx context.Context, token, kind string, g grant) *hold {
-	h := &hold{s: s, kind: kind, token: token, fence: g.fence, values: ctx, holds: 1,
+	h := &hold{s: s, kind: kind, token: token, fence: g.fence, values: ctx, holds: 1, renewMu: newGate(),
 		lease: s.cfg.lease, ttl: g.ttl, leaseEnd: g.sent.Add(g.ttl)}
 	h.outer, _ = ctx.Value(holdKey{}).(*hold)
 	if !s.cfg.watchdog {
@@ -100,16 +100,19 @@ func (h *hold) Context() context.Context {
 
 // Extend sets the remaining lease to d; with a watchdog, later renewals use
 // d too. It returns ErrNotHeld if the hold expired or was released. It
-// waits for Redis while the current lease is known to last, or a third of
-// it if that is less.
+// waits for Redis while the current lease is known to last (or a third of
+// the lease if that is longer) and ctx lasts, and replyGrace after ctx
+// ends; then it returns an error (ctx.Err() if ctx is done).
 func (h *hold) Extend(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	h.opMu.Lock()
 	defer h.opMu.Unlock()
-	h.renewMu.Lock()
-	defer h.renewMu.Unlock()
+	if err := h.renewMu.lockCtx(ctx); err != nil {
+		return err // a renewal in flight held it past ctx's end
+	}
+	defer h.renewMu.unlock()
 	h.mu.Lock()
 	ok, sent := h.state == held, time.Now()
 	deadline := later(h.leaseEnd, sent.Add(h.ttl/3))
@@ -117,7 +120,7 @@ func (h *hold) Extend(ctx context.Context, d time.Duration) error {
 	if !ok {
 		return ErrNotHeld
 	}
-	sctx, cancel := context.WithDeadline(detach(ctx), deadline)
+	sctx, cancel := sendBefore(ctx, deadline)
 	defer cancel()
 	ok, err := h.s.renew(sctx, h.token, h.kind, d)
 	if err != nil {
@@ -185,7 +188,7 @@ func (h *hold) release(ctx context.Context) error {
 	}
 	h.stopLocked()
 	h.mu.Unlock()
-	awaitUnlocked(&h.renewMu) // a renewal in flight must not run after the release
+	h.renewMu.await() // a renewal in flight must not run after the release
 
 	ok, err := h.s.release(ctx, h.token, h.kind)
 	h.mu.Lock()
@@ -232,8 +235,8 @@ func (h *hold) stopLocked() {
 // tick renews the lease (with a fixed lease: tops a short pushed grant up
 // to it), or declares the hold lost when its lease is over.
 func (h *hold) tick() {
-	h.renewMu.Lock()
-	defer h.renewMu.Unlock()
+	h.renewMu.lock()
+	defer h.renewMu.unlock()
 	h.mu.Lock()
 	if h.state != held || h.stopping {
 		h.mu.Unlock()
@@ -253,7 +256,7 @@ func (h *hold) tick() {
 			return
 		}
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), h.leaseEnd)
+	ctx, cancel := within(context.Background(), h.leaseEnd) // an abort ends it at once
 	h.abort = cancel
 	h.mu.Unlock()
 

@@ -117,7 +117,9 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	l.mu.Lock()
 	before, unsure := l.holds, l.unsure
 	l.mu.Unlock()
-	n, err := reenterScript.Exec(detach(ctx), l.m.client.rc, l.m.keyList[:1], []string{l.t.token}).AsInt64()
+	sctx, cancel := sendContext(ctx)
+	n, err := execScript(sctx, reenterScript, l.m.client, l.m.keyList[:1], []string{l.t.token}).AsInt64()
+	cancel()
 	if err != nil && !unsure {
 		n, err = l.recount(ctx, before+1, err)
 	}
@@ -149,15 +151,16 @@ func (l *Lock) Reenter(ctx context.Context) error {
 // Reenter does not leave a hold behind that nobody releases, and one who
 // retries a failed Unlock, as it should, does not drop two holds. An
 // unchanged count proves nothing: the script may still be on its way on
-// another connection.
+// another connection. It asks for at most 2s, and not past replyGrace after
+// ctx ends.
 func (l *Lock) recount(ctx context.Context, want int64, err error) (int64, error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	rctx, cancel := sendBefore(ctx, time.Now().Add(2*time.Second))
 	defer cancel()
-	c := l.m.client.rc
+	c := l.m.client
 	var v int64
 	var rerr error
 	for try := 0; try < 3; try++ { // the connection that lost the reply is being replaced
-		v, rerr = c.Do(rctx, c.B().Hget().Key(l.m.keyList[0]).Field(l.t.token).Build()).AsInt64()
+		v, rerr = do(rctx, c, c.rc.B().Hget().Key(l.m.keyList[0]).Field(l.t.token).Build()).AsInt64()
 		if rerr == nil || rueidis.IsRedisNil(rerr) || rctx.Err() != nil {
 			break
 		}
@@ -175,10 +178,11 @@ func (l *Lock) recount(ctx context.Context, want int64, err error) (int64, error
 // Extend sets the lock's remaining lease to d. With a watchdog, later
 // renewals use d as the lease too, until the lock is handed on. It returns
 // ErrNotHeld if the lock expired or is someone else's. It waits for Redis
-// only while the current lease is known to last, or a third of the lease
-// if that is less: if Redis does not answer by then, it returns an error,
-// and Lost is closed once the lease is over, unless a watchdog renewal
-// gets through first.
+// while the current lease is known to last (or a third of the lease if
+// that is longer) and ctx lasts, and replyGrace after ctx ends (see
+// Mutex.Lock): if Redis does not answer by then, it returns an error
+// (ctx.Err() if ctx is done), and Lost is closed once the lease is over,
+// unless a watchdog renewal gets through first.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -186,8 +190,10 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	l.opMu.Lock()
 	defer l.opMu.Unlock()
 	t := l.t
-	t.renewMu.Lock()
-	defer t.renewMu.Unlock()
+	if err := t.renewMu.lockCtx(ctx); err != nil {
+		return err // a renewal in flight held it past ctx's end
+	}
+	defer t.renewMu.unlock()
 	if !l.isHeld() {
 		return ErrNotHeld
 	}
@@ -196,9 +202,9 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	sent := time.Now()
 	deadline := t.callDeadlineLocked(sent)
 	c.mu.Unlock()
-	sctx, cancel := context.WithDeadline(detach(ctx), deadline)
+	sctx, cancel := sendBefore(ctx, deadline)
 	defer cancel()
-	n, err := extendScript.Exec(sctx, c.rc, l.m.keyList[:1], []string{t.token, ms(d)}).AsInt64()
+	n, err := execScript(sctx, extendScript, c, l.m.keyList[:1], []string{t.token, ms(d)}).AsInt64()
 	if err != nil {
 		return l.m.fail(ctx, "extend", err)
 	}

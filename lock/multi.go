@@ -54,8 +54,8 @@ func (mm *MultiMutex) Name() string { return mm.name }
 // part is lost before the last one is held — the parts already held are
 // released and Lock returns the error, leaving nothing held. A part lost
 // while Lock waits for a later one makes Lock start over. A master that
-// does not answer at all holds Lock up until ctx ends (a Mutex retries
-// what it may have sent): give ctx a deadline.
+// does not answer at all holds Lock up until ctx ends (as Mutex.Lock,
+// which returns soon after): give ctx a deadline.
 //
 // A MultiMutex is not reentrant: Lock with the Context of a held MultiLock
 // of the same name waits for it (until ctx ends).
@@ -89,7 +89,7 @@ func (mm *MultiMutex) TryLock(ctx context.Context) (*MultiLock, error) {
 func (mm *MultiMutex) acquire(ctx context.Context, take func(*Mutex, context.Context) (*Lock, error)) ([]*Lock, error) {
 	parts := make([]*Lock, 0, len(mm.parts))
 	for i, m := range mm.parts {
-		l, err := takeWithin(ctx, take, m)
+		l, err := take(m, ctx) // returns soon after ctx ends, even if m's master is down
 		if err != nil {
 			releaseAll(ctx, parts)
 			if errors.Is(err, ErrNotObtained) || ctx.Err() != nil {
@@ -100,37 +100,6 @@ func (mm *MultiMutex) acquire(ctx context.Context, take func(*Mutex, context.Con
 		parts = append(parts, l)
 	}
 	return parts, nil
-}
-
-// takeWithin returns take(m, ctx), or ctx.Err() once ctx is done even if
-// take has not returned: a Mutex keeps retrying a script it may have sent
-// while its master does not answer, whatever ctx says (see detach), and a
-// MultiLock must not wait on one dead master with the others held. A part
-// that take obtains after that is released in the background.
-func takeWithin(ctx context.Context, take func(*Mutex, context.Context) (*Lock, error), m *Mutex) (*Lock, error) {
-	if ctx.Done() == nil {
-		return take(m, ctx)
-	}
-	type result struct {
-		l   *Lock
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		l, err := take(m, ctx)
-		done <- result{l, err}
-	}()
-	select {
-	case r := <-done:
-		return r.l, r.err
-	case <-ctx.Done():
-		go func() {
-			if r := <-done; r.l != nil {
-				_ = releaseAll(ctx, []*Lock{r.l})
-			}
-		}()
-		return nil, ctx.Err()
-	}
 }
 
 // releaseAll releases held parts, last first, and returns what failed.

@@ -351,12 +351,10 @@ func TestMultiWaiterWokenAfterPubSubCut(t *testing.T) {
 	// Master 0 of the waiter is the test Redis behind a proxy that cuts
 	// its connections, the subscription's too.
 	proxy := testenv.StartProxy(t)
-	prc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{proxy.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prc.Close)
-	waiterC := New(prc, WithPrefix(prefix))
+	// One connection (Proxy.Client): with several, one the cut closed while
+	// idle is found dead only by the next command on it, which then fails
+	// with EOF; that is a broken connection, not what this test is about.
+	waiterC := New(proxy.Client(t), WithPrefix(prefix))
 	t.Cleanup(func() { waiterC.Close() })
 	holderC := sibling(t, prefix) // the test Redis, directly
 	holder := NewMulti(holderC, clients[0], clients[1]).Mutex("stock")
@@ -390,4 +388,72 @@ func TestMultiWaiterWokenAfterPubSubCut(t *testing.T) {
 		t.Fatal("waiter not woken 10s after the release with its subscription cut")
 	}
 	t.Logf("waiter woke %v after the release", time.Since(released))
+}
+
+// TestMultiMutualExclusionOnCluster takes a MultiLock whose parts are a
+// lock on a Redis Cluster and one on a separate Redis, from 3 Clients (one
+// per part each, as 3 processes would have) with 8 goroutines each, and
+// checks the non-atomic increments made under it and the fences of both
+// parts.
+func TestMultiMutualExclusionOnCluster(t *testing.T) {
+	cluster := testenv.SharedCluster(t)
+	crc, prefix := cluster.PrefixedClient(t)
+	single := testenv.StartRedis(t)
+	const clients, goroutines, iterations = 3, 8, 6
+	counter := prefix + "counter"
+	var mu sync.Mutex
+	var reads [][3]int64 // value read, fence on the cluster, fence on the single Redis
+	var wg sync.WaitGroup
+	for range clients {
+		parts := []*Client{New(cluster.Client(t), WithPrefix(prefix)), New(single.Client(t), WithPrefix(prefix))}
+		for _, c := range parts {
+			t.Cleanup(func() { c.Close() })
+		}
+		mm := NewMulti(parts...).Mutex("stock")
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range iterations {
+					ml, err := mm.Lock(timeout(t, 30*time.Second))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					v, err := crc.Do(context.Background(), crc.B().Get().Key(counter).Build()).AsInt64()
+					if err != nil && !rueidis.IsRedisNil(err) {
+						t.Error(err)
+					}
+					runtime.Gosched()
+					if err := crc.Do(context.Background(), crc.B().Set().Key(counter).Value(strconv.FormatInt(v+1, 10)).Build()).Error(); err != nil {
+						t.Error(err)
+					}
+					f := ml.Fences()
+					mu.Lock()
+					reads = append(reads, [3]int64{v, f[0], f[1]})
+					mu.Unlock()
+					if err := ml.Unlock(context.Background()); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	slices.SortFunc(reads, func(a, b [3]int64) int { return int(a[0] - b[0]) })
+	if len(reads) != clients*goroutines*iterations {
+		t.Fatalf("%d acquisitions, want %d", len(reads), clients*goroutines*iterations)
+	}
+	for i, r := range reads {
+		if r[0] != int64(i) {
+			t.Fatalf("acquisition #%d read counter %d: mutual exclusion violated", i, r[0])
+		}
+		if i > 0 && (r[1] <= reads[i-1][1] || r[2] <= reads[i-1][2]) {
+			t.Fatalf("fences %v at counter %d after %v: not increasing", r[1:], r[0], reads[i-1][1:])
+		}
+	}
 }

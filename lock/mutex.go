@@ -61,6 +61,7 @@ func (m *Mutex) Name() string { return m.name }
 // TryLock makes one attempt to obtain the lock and returns ErrNotObtained if
 // it is held, or if waiters are queued for it (they go first). If ctx
 // carries a held Lock of this mutex (see Lock.Context), TryLock re-enters it.
+// If Redis does not answer, it returns ctx.Err() as Lock does.
 func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	l, err := m.tryLock(ctx)
 	if err != nil || m.cfg.replicas == 0 {
@@ -93,7 +94,14 @@ func (m *Mutex) tryLock(ctx context.Context) (*Lock, error) {
 }
 
 // Lock obtains the lock, waiting until it is free or ctx is done, in which
-// case it returns ctx.Err() (within one round trip). Waiters are served in
+// case it returns ctx.Err(): within 200ms (twice replyGrace) of ctx's end,
+// even if Redis is dead or stopped. A script sent before ctx ended is
+// waited for 100ms more; then it is given up, and what it may still do in
+// Redis is undone (a cancel) or expires: a grant with the lease, a queue
+// entry with its queue or, once handed the lock, WithHandoffLease. So
+// another Client gets the lock at most a lease after Redis is back.
+// Without a deadline or cancellation, ctx lets Lock wait for Redis for
+// ever. Waiters are served in
 // turns: Clients in the order they queued in Redis, and the goroutines of
 // one Client in the order they called Lock (see the package doc). A release
 // hands the lock directly to the next waiter, which learns it from one
@@ -208,9 +216,11 @@ func (m *Mutex) fresh(ctx context.Context, token string, g *grant) bool {
 // by g is still token's under g's fence, and sets the mutex's lease on it.
 // On success g's lease estimate is replaced by the one just set.
 func (m *Mutex) confirm(ctx context.Context, token string, g *grant) bool {
+	sctx, cancel := sendContext(ctx)
+	defer cancel()
 	sent := time.Now()
 	args := []string{token, m.leaseArg, strconv.FormatInt(g.fence, 10)}
-	n, err := extendScript.Exec(detach(ctx), m.client.rc, m.keyList[:1], args).AsInt64()
+	n, err := execScript(sctx, extendScript, m.client, m.keyList[:1], args).AsInt64()
 	if err != nil || n != 1 {
 		return false
 	}
@@ -219,31 +229,41 @@ func (m *Mutex) confirm(ctx context.Context, token string, g *grant) bool {
 }
 
 // leave takes a waiter that gives up out of its line and, if it was queued
-// in Redis, out of the Redis queue before it returns, so that no entry is
-// left behind; if the lock was handed to it meanwhile, the cancel script
-// passes it on, or, if it was handed over within the Client, an Unlock.
+// in Redis, out of the Redis queue, so that no entry is left behind; if the
+// lock was handed to it meanwhile, the cancel script passes it on, or, if
+// it was handed over within the Client, an Unlock. The Redis part is
+// waited for at most replyGrace (see cleanUp).
 func (m *Mutex) leave(ctx context.Context, w *waiter) {
 	pending, wasRep, granted := m.client.leave(w)
-	if granted != nil {
-		_ = granted.Unlock(context.WithoutCancel(ctx))
-		return
+	switch {
+	case granted != nil:
+		cleanUp(ctx, func(ctx context.Context) { _ = granted.Unlock(ctx) })
+	case wasRep:
+		cleanUp(ctx, func(ctx context.Context) {
+			if pending != nil {
+				select { // the release that enqueues w must run before w's cancel
+				case <-pending:
+				case <-ctx.Done():
+					return // the entry expires (see cancel)
+				}
+			}
+			m.cancelNow(ctx, w.token, w.block)
+		})
 	}
-	if !wasRep {
-		return
-	}
-	if pending != nil {
-		<-pending // the release that enqueues w must run before w's cancel
-	}
-	m.cancel(ctx, w.token, w.block)
 }
 
-// cancel runs the cancel script for token, queued with block. If Redis is
-// unreachable, an entry left behind expires with its queue, or, if the
-// lock is handed to it, with the handoff lease.
+// cancel runs the cancel script for token, queued with block, waiting for
+// it at most replyGrace (see cleanUp).
 func (m *Mutex) cancel(ctx context.Context, token string, block int) {
-	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer stop()
-	_ = cancelScript.Exec(ctx, m.client.rc, m.keys(), m.queueArgs(token, false, block)).Error()
+	cleanUp(ctx, func(ctx context.Context) { m.cancelNow(ctx, token, block) })
+}
+
+// cancelNow runs the cancel script for token, queued with block. If Redis
+// is unreachable, an entry left behind expires with its queue, or, if the
+// lock is handed to it, with the handoff lease; a lock granted to it by an
+// acquire script, with the mutex's lease.
+func (m *Mutex) cancelNow(ctx context.Context, token string, block int) {
+	_ = execScript(ctx, cancelScript, m.client, m.keys(), m.queueArgs(token, false, block)).Error()
 }
 
 // fail returns ctx.Err() if ctx is done, else err (a Redis or connection

@@ -10,7 +10,8 @@ import (
 // It returns ErrNotHeld, and changes nothing, if the lock was lost or is
 // someone else's, or this handle was released already. If ctx is done
 // already, Unlock returns ctx.Err() and changes nothing; once a call to
-// Redis is sent it waits for the answer. If Redis cannot be reached,
+// Redis is sent it waits for the answer while ctx lasts and 100ms after
+// (see Mutex.Lock), then returns ctx.Err(). If Redis cannot be reached,
 // Unlock returns an error and the hold stays: call Unlock again. A last
 // hold whose release failed is no longer renewed, and expires with its
 // lease unless Unlock is called again. A release whose reply was lost is
@@ -82,8 +83,10 @@ func (l *Lock) runRelease(ctx context.Context, p unlockPlan) releaseReply {
 	if n := p.next; n != nil {
 		args = append(args, n.token, n.m.leaseArg, strconv.Itoa(n.block), flag(p.successor == successorContinues))
 	}
+	sctx, cancel := sendContext(ctx)
+	defer cancel()
 	sent := time.Now()
-	v, err := releaseScript.Exec(detach(ctx), l.m.client.rc, l.m.keys(), args).ToMessage()
+	v, err := execScript(sctx, releaseScript, l.m.client, l.m.keys(), args).ToMessage()
 	switch {
 	case err != nil:
 		return l.lostReleaseReply(ctx, p, before, unsure, err)

@@ -48,9 +48,7 @@ func (m *Mutex) confirmReplicas(ctx context.Context, l *Lock) (*Lock, error) {
 	if err == nil {
 		return l, nil
 	}
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = l.Unlock(uctx) // if Redis is gone, the lease ends it
+	cleanUp(ctx, func(ctx context.Context) { _ = l.Unlock(ctx) }) // if Redis is gone, the lease ends it
 	return nil, err
 }
 
@@ -67,20 +65,22 @@ func (m *Mutex) confirmReplicas(ctx context.Context, l *Lock) (*Lock, error) {
 // executes: a replica that has the SET has the acquisition too.
 func (m *Mutex) replicate(ctx context.Context) error {
 	n, timeout := m.cfg.replicas, m.cfg.replicaTimeout
-	ctx, cancel := context.WithTimeout(detach(ctx), timeout+2*time.Second)
+	ctx, cancel := sendBefore(ctx, time.Now().Add(timeout+2*time.Second))
 	defer cancel()
-	var acked int64
-	err := m.client.rc.Dedicated(func(dc rueidis.DedicatedClient) error {
-		res := dc.DoMulti(ctx,
-			dc.B().Set().Key(m.keyList[0]+":w").Value("1").Px(syncTTL).Build(),
-			dc.B().Wait().Numreplicas(int64(n)).Timeout(timeout.Milliseconds()).Build())
-		if err := res[0].Error(); err != nil {
-			return err
+	acked, err := await(ctx, func() rueidis.RedisResult {
+		var wait rueidis.RedisResult
+		err := m.client.rc.Dedicated(func(dc rueidis.DedicatedClient) error {
+			res := dc.DoMulti(ctx,
+				dc.B().Set().Key(m.keyList[0]+":w").Value("1").Px(syncTTL).Build(),
+				dc.B().Wait().Numreplicas(int64(n)).Timeout(timeout.Milliseconds()).Build())
+			wait = res[1]
+			return res[0].Error()
+		})
+		if err != nil {
+			return rueidis.NewErrorResult(err)
 		}
-		var err error
-		acked, err = res[1].AsInt64()
-		return err
-	})
+		return wait
+	}, rueidis.NewErrorResult).AsInt64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %q: %w", ErrNotReplicated, m.name, err)

@@ -39,7 +39,8 @@ func (rw *RWMutex) Name() string { return rw.s.name }
 
 // RLock obtains a read lock, waiting until no writer holds the lock or
 // waits ahead of the caller, or until ctx is done (then it returns
-// ctx.Err()). If ctx carries a held RWLock of this lock, read or write (see
+// ctx.Err(), within 200ms of its end whatever Redis does, as Mutex.Lock).
+// If ctx carries a held RWLock of this lock, read or write (see
 // RWLock.Context), RLock re-enters it and returns the same handle.
 func (rw *RWMutex) RLock(ctx context.Context) (*RWLock, error) {
 	return rw.lock(ctx, sharedHold, true)
@@ -53,8 +54,8 @@ func (rw *RWMutex) TryRLock(ctx context.Context) (*RWLock, error) {
 
 // Lock obtains the write lock, waiting until nobody holds the lock and the
 // waiters queued before the caller have had their turn, or until ctx is
-// done. If ctx carries the held write lock, Lock re-enters it; if it
-// carries a held read lock of this RWMutex, Lock returns ErrUpgrade.
+// done (as RLock). If ctx carries the held write lock, Lock re-enters it;
+// if it carries a held read lock of this RWMutex, Lock returns ErrUpgrade.
 func (rw *RWMutex) Lock(ctx context.Context) (*RWLock, error) {
 	return rw.lock(ctx, exclusiveHold, true)
 }

@@ -108,24 +108,16 @@ type budget struct {
 	deadline time.Time
 }
 
-// detach returns the context a script is sent with. Once sent, a script is
-// waited for whatever happens to ctx: rueidis cannot unsend a command, so a
-// script abandoned on cancellation could run after the cleanup that was
-// meant to follow it (say, on another pipelined connection), and leave a
-// queue entry or a grant nobody owns. Callers check ctx before sending
-// instead; cancellation thus takes effect within one round trip.
-func detach(ctx context.Context) context.Context {
-	if ctx.Done() == nil {
-		return ctx
-	}
-	return context.WithoutCancel(ctx)
-}
-
 // runQueue runs a queue script and decodes its reply (see
 // scripts/common.lua). The grant's sent is the moment the script was sent.
+// Once sent, the script is waited for until replyGrace after ctx ends (see
+// sendContext): its reply says whether the caller holds the lock or is
+// queued, and a caller that gives up without it cleans up after it.
 func (m *Mutex) runQueue(ctx context.Context, s *rueidis.Lua, token string, wait bool, block int) (g grant, ok bool, err error) {
+	sctx, cancel := sendContext(ctx)
+	defer cancel()
 	sent := time.Now()
-	v, err := s.Exec(detach(ctx), m.client.rc, m.keys(), m.queueArgs(token, wait, block)).ToMessage()
+	v, err := execScript(sctx, s, m.client, m.keys(), m.queueArgs(token, wait, block)).ToMessage()
 	if err != nil {
 		return grant{}, false, err
 	}

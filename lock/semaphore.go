@@ -42,7 +42,8 @@ func (s *Semaphore) Name() string { return s.s.name }
 
 // Acquire obtains a permit, waiting until one is free and the waiters
 // queued before the caller have theirs, or until ctx is done (then it
-// returns ctx.Err(), within one round trip).
+// returns ctx.Err(), within 200ms of its end whatever Redis does, as
+// Mutex.Lock).
 func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) { return s.acquire(ctx, true) }
 
 // TryAcquire makes one attempt to obtain a permit and returns
@@ -70,7 +71,9 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 		return fmt.Errorf("%w: SetPermits(%d) on semaphore %q", ErrPermits, n, s.s.name)
 	}
 	args := []string{"", s.s.settings, s.s.leaseArg, sharedHold, "0", strconv.Itoa(n)}
-	if err := sharedPermitsScript.Exec(detach(ctx), s.s.client.rc, s.s.keys, args).Error(); err != nil {
+	sctx, cancel := sendContext(ctx)
+	defer cancel()
+	if err := execScript(sctx, sharedPermitsScript, s.s.client, s.s.keys, args).Error(); err != nil {
 		return opError(ctx, "set permits", s.s.name, err)
 	}
 	return nil
@@ -79,8 +82,8 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 // Permits returns the number of permits in Redis, or the number the
 // Semaphore was made with if Redis has none yet.
 func (s *Semaphore) Permits(ctx context.Context) (int, error) {
-	rc := s.s.client.rc
-	n, err := rc.Do(ctx, rc.B().Get().Key(s.s.keys[5]).Build()).AsInt64()
+	c := s.s.client
+	n, err := do(ctx, c, c.rc.B().Get().Key(s.s.keys[5]).Build()).AsInt64()
 	switch {
 	case rueidis.IsRedisNil(err):
 		return strconv.Atoi(s.s.permits)

@@ -74,9 +74,11 @@ func (c *Client) newShared(name, kind string, permits int, opts []MutexOption) s
 // run runs script for token with lease (ms) and the kind of hold, and
 // decodes a grant (ok) or 0. The grant's sent is when the script was sent.
 func (s *sharedLock) run(ctx context.Context, script *rueidis.Lua, token, kind, lease string, wait bool) (g grant, ok bool, err error) {
+	sctx, cancel := sendContext(ctx)
+	defer cancel()
 	sent := time.Now()
 	args := []string{token, s.settings, lease, kind, flag(wait), s.permits}
-	v, err := script.Exec(detach(ctx), s.client.rc, s.keys, args).ToMessage()
+	v, err := execScript(sctx, script, s.client, s.keys, args).ToMessage()
 	if err != nil || v.IsInt64() {
 		return grant{}, false, err
 	}
@@ -162,8 +164,10 @@ func (s *sharedLock) fresh(ctx context.Context, token, kind string, g *grant) bo
 	if leaseLeft(time.Now(), g.sent.Add(g.ttl), g.ttl) {
 		return true
 	}
+	sctx, cancel := sendContext(ctx)
+	defer cancel()
 	sent := time.Now()
-	ok, err := s.renew(detach(ctx), token, kind, s.cfg.lease)
+	ok, err := s.renew(sctx, token, kind, s.cfg.lease)
 	if err != nil || !ok {
 		return false
 	}
@@ -174,7 +178,7 @@ func (s *sharedLock) fresh(ctx context.Context, token, kind string, g *grant) bo
 // renew sets token's lease to d if it still holds.
 func (s *sharedLock) renew(ctx context.Context, token, kind string, d time.Duration) (bool, error) {
 	args := []string{token, s.settings, ms(d), kind, "0", s.permits}
-	n, err := sharedRenewScript.Exec(ctx, s.client.rc, s.keys, args).AsInt64()
+	n, err := execScript(ctx, sharedRenewScript, s.client, s.keys, args).AsInt64()
 	return n == 1, err
 }
 
@@ -182,18 +186,19 @@ func (s *sharedLock) renew(ctx context.Context, token, kind string, d time.Durat
 // whether it held.
 func (s *sharedLock) release(ctx context.Context, token, kind string) (bool, error) {
 	args := []string{token, s.settings, s.leaseArg, kind, "0", s.permits}
-	n, err := sharedReleaseScript.Exec(detach(ctx), s.client.rc, s.keys, args).AsInt64()
+	sctx, cancel := sendContext(ctx)
+	defer cancel()
+	n, err := execScript(sctx, sharedReleaseScript, s.client, s.keys, args).AsInt64()
 	return n == 1, err
 }
 
 // giveUp forgets waiter w (if any) and takes token out of Redis, hold and
-// queue, within a second. If Redis cannot be reached, what is left expires:
-// a queue entry once nobody checks it in, a hold with its lease.
+// queue, waiting for it at most replyGrace (see cleanUp). If Redis cannot
+// be reached, what is left expires: a queue entry once nobody checks it
+// in, a hold with its lease.
 func (s *sharedLock) giveUp(ctx context.Context, w *waiter, token, kind string) {
 	s.client.dropWaiter(w)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	_, _ = s.release(ctx, token, kind)
+	cleanUp(ctx, func(ctx context.Context) { _, _ = s.release(ctx, token, kind) })
 }
 
 // addWaiter registers w (if any) for pushes, or returns ErrClosed. A push

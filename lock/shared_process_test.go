@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/redis/rueidis"
 )
 
@@ -211,13 +213,32 @@ func sumResults(results []helperResult) (total helperResult) {
 
 func TestRWMutexAcrossProcesses(t *testing.T) {
 	_, _, prefix := newTestClient(t)
+	checkRWMutex(t, prefix, nil)
+}
+
+// TestRWMutexAcrossProcessesOnCluster runs the same processes on a Redis
+// Cluster, subscribed on whichever node rueidis picks.
+func TestRWMutexAcrossProcessesOnCluster(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	_, prefix := c.PrefixedClient(t)
+	checkRWMutex(t, prefix, map[string]string{"REDIS": strings.Join(c.Addrs(), ",")})
+}
+
+// checkRWMutex runs 32 goroutines in 3 worker processes that take a
+// RWMutex 12 times each, every 6th time as a writer, and checks readers
+// shared, nobody saw a conflicting hold, and the writers' non-atomic
+// increments and fences are in order. vars go to the workers too.
+func checkRWMutex(t *testing.T, prefix string, vars map[string]string) {
+	t.Helper()
 	const iterations, every = 12, 6
 	goroutines := []int{11, 11, 10}
-	results := runWorkers(t, "rwcount", goroutines, map[string]string{
+	v := map[string]string{
 		"PREFIX": prefix, "NAME": "shared", "ITERATIONS": strconv.Itoa(iterations),
 		"COUNTER": prefix + "counter", "WRITE_EVERY": strconv.Itoa(every),
 		"START": strconv.FormatInt(time.Now().Add(300*time.Millisecond).UnixNano(), 10),
-	})
+	}
+	maps.Copy(v, vars)
+	results := runWorkers(t, "rwcount", goroutines, v)
 	sum := sumResults(results)
 	if sum.Violations != 0 {
 		t.Fatalf("%d holds saw a conflicting hold", sum.Violations)
@@ -246,12 +267,31 @@ func TestRWMutexAcrossProcesses(t *testing.T) {
 
 func TestSemaphoreAcrossProcesses(t *testing.T) {
 	_, _, prefix := newTestClient(t)
+	checkSemaphore(t, prefix, nil)
+}
+
+// TestSemaphoreAcrossProcessesOnCluster runs the same processes on a Redis
+// Cluster.
+func TestSemaphoreAcrossProcessesOnCluster(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	_, prefix := c.PrefixedClient(t)
+	checkSemaphore(t, prefix, map[string]string{"REDIS": strings.Join(c.Addrs(), ",")})
+}
+
+// checkSemaphore runs 64 goroutines in 3 worker processes that take one
+// of 8 permits 8 times each, and checks nobody saw more than 8 holders,
+// that permits were shared, and every acquisition happened. vars go to the
+// workers too.
+func checkSemaphore(t *testing.T, prefix string, vars map[string]string) {
+	t.Helper()
 	const iterations, permits = 8, 8
-	results := runWorkers(t, "semcount", []int{22, 21, 21}, map[string]string{
+	v := map[string]string{
 		"PREFIX": prefix, "NAME": "shared", "ITERATIONS": strconv.Itoa(iterations),
 		"COUNTER": prefix + "counter", "PERMITS": strconv.Itoa(permits),
 		"START": strconv.FormatInt(time.Now().Add(300*time.Millisecond).UnixNano(), 10),
-	})
+	}
+	maps.Copy(v, vars)
+	results := runWorkers(t, "semcount", []int{22, 21, 21}, v)
 	sum := sumResults(results)
 	if sum.Violations != 0 || sum.MaxInside > permits {
 		t.Fatalf("%d holds saw more than %d holders (most: %d)", sum.Violations, permits, sum.MaxInside)

@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -24,7 +23,7 @@ type turn struct {
 	first   Lock   // the handle of the acquisition that began the turn
 	m       *Mutex // the mutex of the acquisition that began the turn
 	token   string
-	renewMu sync.Mutex // held while a renewal, renew or Extend talks to Redis
+	renewMu gate // held while a renewal, renew or Extend talks to Redis
 
 	// The rest is guarded by m.client.mu.
 	holder     *Lock // the current holder; nil once the turn is released or lost
@@ -51,6 +50,7 @@ type turn struct {
 func (c *Client) grantLocked(ctx context.Context, m *Mutex, token string, g grant) *Lock {
 	now := time.Now()
 	t := &turn{
+		renewMu:   newGate(),
 		m:         m,
 		token:     token,
 		fence:     g.fence + 1,
@@ -158,8 +158,8 @@ func (t *turn) stopLocked() {
 
 // tick renews the lease, or declares a fixed lease that ran out lost.
 func (t *turn) tick() {
-	t.renewMu.Lock()
-	defer t.renewMu.Unlock()
+	t.renewMu.lock()
+	defer t.renewMu.unlock()
 	c := t.m.client
 	c.mu.Lock()
 	if t.stopping || t.holder == nil {
@@ -180,11 +180,11 @@ func (t *turn) tick() {
 			return
 		}
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), t.renewDeadlineLocked(now))
+	ctx, cancel := within(context.Background(), t.renewDeadlineLocked(now)) // an abort ends it at once
 	t.abortRenew = cancel
 	c.mu.Unlock()
 
-	n, err := extendScript.Exec(ctx, c.rc, t.m.keyList[:1], []string{t.token, ms(lease)}).AsInt64()
+	n, err := execScript(ctx, extendScript, c, t.m.keyList[:1], []string{t.token, ms(lease)}).AsInt64()
 	if err == nil && n == 1 && t.m.cfg.replicas > 0 {
 		err = t.m.replicate(ctx) // unacknowledged: retried as if Redis had not answered
 	}
@@ -239,8 +239,10 @@ func (t *turn) callDeadlineLocked(now time.Time) time.Time {
 // lease, and reserves block more fences if block > 0. It reports false if
 // the turn turned out lost (its holder is then told).
 func (t *turn) renew(ctx context.Context, block int) (bool, error) {
-	t.renewMu.Lock()
-	defer t.renewMu.Unlock()
+	if err := t.renewMu.lockCtx(ctx); err != nil {
+		return false, err // a renewal in flight held it past ctx's end
+	}
+	defer t.renewMu.unlock()
 	c := t.m.client
 	c.mu.Lock()
 	lease, ok := t.lease, !t.stopping && t.holder != nil
@@ -250,10 +252,10 @@ func (t *turn) renew(ctx context.Context, block int) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	ctx, cancel := context.WithDeadline(detach(ctx), deadline)
+	ctx, cancel := sendBefore(ctx, deadline)
 	defer cancel()
 	keys := []string{t.m.keyList[0], t.m.keyList[2]}
-	v, err := renewScript.Exec(ctx, c.rc, keys,
+	v, err := execScript(ctx, renewScript, c, keys,
 		[]string{t.token, ms(lease), strconv.Itoa(block), t.m.retentionArg}).AsInt64()
 	if err != nil {
 		return false, err
@@ -276,16 +278,7 @@ func (t *turn) renew(ctx context.Context, block int) (bool, error) {
 
 // awaitRenewal waits until a renewal in flight, if any, is done. The
 // caller has stopped the renewals, so no new one starts.
-func (t *turn) awaitRenewal() { awaitUnlocked(&t.renewMu) }
-
-// awaitUnlocked waits until whoever holds mu lets it go: a renewal in
-// flight, which must not run after a release. Nothing is guarded, so the
-// critical section is empty on purpose.
-func awaitUnlocked(mu *sync.Mutex) {
-	mu.Lock()
-	//lint:ignore SA2001 empty on purpose: taking mu waits for the renewal that holds it; nothing is guarded
-	mu.Unlock()
-}
+func (t *turn) awaitRenewal() { t.renewMu.await() }
 
 // resumeLocked restarts the renewals stopped for a release that turned out
 // not to free the lock, if l still holds the turn. Called with c.mu held.

@@ -257,12 +257,12 @@ func TestPausedHolderDoesNotHandOnLocally(t *testing.T) {
 	m := c.Mutex("a", WithWatchdog(300*time.Millisecond))
 	holder, waiter := turnWithWaiter(t, ctx, c, m)
 	// Pause the watchdog: a renewal cannot start while renewMu is held.
-	holder.t.renewMu.Lock()
+	holder.t.renewMu.lock()
 	c.mu.Lock()
 	holder.t.timer.Stop()
 	c.mu.Unlock()
 	other := mustLock(t, ctx, sibling(t, prefix).Mutex("a")) // once the lease ran out
-	holder.t.renewMu.Unlock()
+	holder.t.renewMu.unlock()
 
 	if err := holder.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Unlock of the paused holder = %v, want ErrNotHeld", err)
