@@ -11,7 +11,7 @@
 // Every voucher's keys share one hash tag, so each script touches one slot
 // and the package runs unchanged on Redis Cluster:
 //
-//	<prefix>{v<id>}:meta    hash: stock (left), initial, begin, end (µs since 1970), given (units given back)
+//	<prefix>{v<id>}:meta    hash: stock (left), initial, begin, end (µs since 1970), given (units given back), loaded (µs)
 //	<prefix>{v<id>}:buyers  hash: user id → order id
 //	<prefix>{v<id>}:orders  stream of accepted orders (fields o, u), consumer group "persist"
 //	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with the reason
@@ -24,6 +24,8 @@
 //	                        16 seconds (pointer.go), expires a day after its last write
 //	<prefix>vouchers        set: ids of vouchers whose stream the consumers read
 //	<prefix>epoch           random id written when Redis is found empty (see Service.WatchEpoch)
+//	<prefix>{e<n>}:epoch    on Redis Cluster, the same for the master that owns the slot of
+//	                        {e<n>} (one n per master: nodeepoch.go)
 //	<prefix>epochs          stream: the data losses services noticed, for reconcile
 //	<prefix>retiring        sorted set: finished vouchers → when their keys are deleted
 //
@@ -82,12 +84,14 @@
 //     replicated, too.
 //
 // A Service notices that Redis lost its data by Redis's epoch
-// (Service.WatchEpoch): it logs a bound on the orders lost, records the
-// loss for reconciliation and reloads its vouchers from MySQL, so nothing
-// MySQL holds is sold twice. It notices that Redis went back in time (a
+// (Service.WatchEpoch), and on Redis Cluster by each master's own epoch:
+// it logs a bound on the orders lost, records the loss (with the master,
+// on a cluster) for reconciliation and reloads from MySQL its vouchers
+// (on that master), so nothing MySQL holds is sold twice. It notices that Redis went back in time (a
 // failover to a replica that lagged, which keeps the epoch) by a voucher's
-// level rising (rewind.go): it logs a lower bound, records it, and makes
-// Redis record the buyers MySQL holds. A full Redis (maxmemory, noeviction) loses
+// level rising, each shard's for a sharded voucher (rewind.go): it logs a
+// lower bound, records it, and makes Redis record the buyers MySQL holds
+// on that shard. A full Redis (maxmemory, noeviction) loses
 // nothing: every script runs whole or not at all (see IsOOM).
 //
 // Everything else — consumer crashes, MySQL outages, orders MySQL refuses —

@@ -101,7 +101,7 @@ func preload(b *testing.B, e *env, voucherID int64, n int) {
 			execs = append(execs, rueidis.LuaExec{Keys: gateKeys, Args: []string{itoa(int64(u + 1)), itoa(id)}})
 		}
 		for _, r := range gateScript.ExecMulti(ctx, e.client, execs...) {
-			if res, err := r.ToArray(); err != nil || len(res) != 3 {
+			if res, err := r.ToArray(); err != nil || len(res) != 1 {
 				b.Fatalf("gate: %v %v", res, err)
 			}
 		}

@@ -19,8 +19,9 @@ import (
 // epochState is what a Service remembers of Redis's epoch.
 type epochState struct {
 	mu      sync.Mutex
-	current string          // "" before the first check
-	backlog map[int64]int64 // voucher → orders not persisted at the last check that found Redis whole
+	current string            // <prefix>epoch; "" before the first check
+	seen    map[string]string // every epoch key read at the last check → its epoch (nodeepoch.go)
+	backlog map[int64]int64   // voucher → orders not persisted at the last check that found its node whole
 }
 
 // The kinds of EpochLoss.
@@ -39,7 +40,10 @@ type EpochLoss struct {
 	Kind            string // LossEmptied or LossRewound
 	Noticed         time.Time
 	Previous, Epoch string
-	By              string // the instance that noticed, hostname-pid-random
+	// Node is the address of the Redis Cluster master that lost its data
+	// (its slots' keys), "" outside Redis Cluster or for a rewind.
+	Node string
+	By   string // the instance that noticed, hostname-pid-random
 	// MayBeLost bounds, from above, the accepted orders that were not
 	// persisted when Redis lost them, as far as the instance that noticed
 	// knows: the orders of its vouchers not persisted at its last check
@@ -52,6 +56,9 @@ type EpochLoss struct {
 	// Vouchers lists "voucher:bound" for each voucher that may have lost
 	// orders, comma-separated.
 	Vouchers string
+	// Shard is, for a rewind seen on a shard of a sharded voucher, the
+	// shard's tag body ("<id>" or "<id>.<n>"); its bound is the shard's.
+	Shard string
 }
 
 // WatchEpoch runs CheckEpoch every interval until ctx is done, logging
@@ -73,18 +80,20 @@ func (s *Service) WatchEpoch(ctx context.Context, every time.Duration) {
 
 // CheckEpoch reads Redis's epoch (writing a new one when there is none)
 // and reports whether it differs from the one this Service saw last:
-// Redis lost its data. Then it logs loudly which vouchers may have lost
-// accepted orders and how many at most, records the loss in Redis for
-// reconcile (ReadEpochs) and reloads those vouchers from MySQL. Nothing
-// MySQL holds is sold twice: a reload restores the buyers and stock MySQL
-// has, and the consumer records the buyers of orders it persists after
-// the reload (ack.lua).
+// Redis lost its data. On Redis Cluster it reads one epoch per master too
+// (nodeepoch.go), so a master that lost its data alone is noticed. Then it
+// logs loudly which vouchers (on that master) may have lost accepted
+// orders and how many at most, records the loss in Redis for reconcile
+// (ReadEpochs) and reloads those vouchers from MySQL. Nothing MySQL holds
+// is sold twice: a reload restores the buyers and stock MySQL has, and the
+// consumer records the buyers of orders it persists after the reload
+// (ack.lua).
 func (s *Service) CheckEpoch(ctx context.Context) (lost bool, err error) {
 	s.epoch.mu.Lock()
 	defer s.epoch.mu.Unlock()
-	// The counters first, then the backlog, then the epoch: an order
+	// The counters first, then the backlog, then the epochs: an order
 	// accepted before the counters were taken is in the backlog unless it
-	// was persisted, and a backlog read from an emptied Redis shows as a
+	// was persisted, and a backlog read from an emptied node shows as a
 	// changed epoch right after, so it is never trusted.
 	kept := map[int64]*local{}
 	s.locals.Range(func(k, v any) bool { kept[k.(int64)] = v.(*local); return true })
@@ -92,38 +101,43 @@ func (s *Service) CheckEpoch(ctx context.Context) (lost bool, err error) {
 	for id, l := range kept {
 		counted[id] = l.accepted.Swap(0)
 	}
-	giveBack := func() {
-		for id, n := range counted {
+	changes, backlogs, top, err := s.readEpochState(ctx, kept)
+	if err != nil {
+		for id, n := range counted { // counted again at the next check
 			kept[id].accepted.Add(n)
 		}
+		return false, err
 	}
+	for _, ch := range changes {
+		hit := s.vouchersOn(ch.node, top, kept, counted)
+		s.reportLoss(ctx, ch, hit)
+		if top != nil && top.ownerOf(s.keys.registry()) == ch.node {
+			s.reRegister(ctx, kept, hit)
+		}
+		for id := range hit {
+			delete(backlogs, id) // read from the emptied node, or after its reload
+		}
+	}
+	s.epoch.backlog = backlogs
+	return len(changes) > 0, nil
+}
+
+// readEpochState reads, in this order, the backlogs of the vouchers kept,
+// the slot map (on Redis Cluster) and the epochs; it returns the epochs
+// that changed since the last check, per node.
+func (s *Service) readEpochState(ctx context.Context, kept map[int64]*local) (map[string]epochChange, map[int64]int64, topology, error) {
 	backlogs, err := s.voucherBacklogs(ctx, kept)
 	if err != nil {
-		giveBack()
-		return false, err
+		return nil, nil, nil, err
+	}
+	top, err := s.readTopology(ctx)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	candidate := make([]byte, 8)
 	_, _ = rand.Read(candidate) // never fails
-	res, err := epochScript.Exec(ctx, s.client, []string{s.keys.epoch()},
-		[]string{hex.EncodeToString(candidate) + "@" + time.Now().UTC().Format(time.RFC3339)}).ToArray()
-	if err != nil {
-		giveBack()
-		return false, fmt.Errorf("async: epoch: %w", err)
-	}
-	cur, err := res[1].ToString()
-	if err != nil {
-		giveBack()
-		return false, fmt.Errorf("async: epoch: %w", err)
-	}
-	prev := s.epoch.current
-	s.epoch.current = cur
-	if prev == "" || prev == cur {
-		s.epoch.backlog = backlogs
-		return false, nil
-	}
-	s.reportLoss(ctx, prev, cur, counted)
-	s.epoch.backlog = nil
-	return true, nil
+	changes, err := s.readEpochKeys(ctx, top, hex.EncodeToString(candidate)+"@"+time.Now().UTC().Format(time.RFC3339))
+	return changes, backlogs, top, err
 }
 
 // voucherBacklogs returns how many orders of each voucher are not
@@ -148,9 +162,11 @@ func (s *Service) voucherBacklogs(ctx context.Context, vouchers map[int64]*local
 	return backlogs, nil
 }
 
-// reportLoss logs a loss of Redis's data, records it for reconcile and
-// reloads the vouchers this instance sold from MySQL.
-func (s *Service) reportLoss(ctx context.Context, prev, cur string, counted map[int64]int64) {
+// reportLoss logs a loss of Redis's data (of one master's, on Redis
+// Cluster), records it for reconcile and reloads from MySQL the vouchers
+// this instance sold there, counted holding the orders it accepted of each
+// since the last check.
+func (s *Service) reportLoss(ctx context.Context, ch epochChange, counted map[int64]int64) {
 	var total int64
 	var parts []string
 	for id, n := range counted {
@@ -159,17 +175,17 @@ func (s *Service) reportLoss(ctx context.Context, prev, cur string, counted map[
 			total += n + b
 			parts = append(parts, fmt.Sprintf("%d:%d", id, n+b))
 			s.log.Error("REDIS LOST ITS DATA: orders of this voucher accepted but not persisted are lost",
-				"voucher", id, "unpersisted_at_last_check", b, "accepted_since", n, "may_be_lost", n+b)
+				"voucher", id, "node", ch.node, "unpersisted_at_last_check", b, "accepted_since", n, "may_be_lost", n+b)
 		}
 	}
 	sort.Strings(parts)
-	loss := EpochLoss{Noticed: time.Now(), Previous: prev, Epoch: cur, By: defaultName(), MayBeLost: total, Vouchers: strings.Join(parts, ",")}
+	loss := EpochLoss{Noticed: time.Now(), Previous: ch.prev, Epoch: ch.cur, Node: ch.node, By: defaultName(), MayBeLost: total, Vouchers: strings.Join(parts, ",")}
 	s.log.Error("REDIS LOST ITS DATA (its epoch changed): vouchers reload from MySQL, orders accepted but not persisted are lost; run flashsale reconcile",
-		"previous_epoch", prev, "epoch", cur, "may_be_lost", total, "vouchers", loss.Vouchers)
+		"node", ch.node, "previous_epoch", ch.prev, "epoch", ch.cur, "may_be_lost", total, "vouchers", loss.Vouchers)
 	cmd := s.client.B().Xadd().Key(s.keys.epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
 		FieldValue("kind", LossEmptied).
 		FieldValue("noticed", strconv.FormatInt(loss.Noticed.UnixMilli(), 10)).
-		FieldValue("previous", prev).FieldValue("epoch", cur).FieldValue("by", loss.By).
+		FieldValue("previous", ch.prev).FieldValue("epoch", ch.cur).FieldValue("node", ch.node).FieldValue("by", loss.By).
 		FieldValue("may_be_lost", strconv.FormatInt(total, 10)).FieldValue("vouchers", loss.Vouchers).Build()
 	if err := s.client.Do(ctx, cmd).Error(); err != nil {
 		s.log.Error("async: recording the loss of Redis's data for reconcile", "err", err)
@@ -203,7 +219,7 @@ func ReadEpochs(ctx context.Context, client rueidis.Client, prefix string) (curr
 		n, _ := strconv.ParseInt(f["may_be_lost"], 10, 64)
 		least, _ := strconv.ParseInt(f["at_least"], 10, 64)
 		losses = append(losses, EpochLoss{Kind: cmp.Or(f["kind"], LossEmptied), Noticed: time.UnixMilli(ms),
-			Previous: f["previous"], Epoch: f["epoch"], By: f["by"], MayBeLost: n, AtLeast: least, Vouchers: f["vouchers"]})
+			Previous: f["previous"], Epoch: f["epoch"], Node: f["node"], By: f["by"], MayBeLost: n, AtLeast: least, Vouchers: f["vouchers"], Shard: f["shard"]})
 	}
 	return current, losses, nil
 }

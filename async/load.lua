@@ -1,7 +1,8 @@
 -- load.lua makes a voucher sellable in Redis, once: when its meta hash is
 -- missing it creates the stream's consumer group (from the first entry, so
 -- none is missed), counts the orders still in the stream as buyers, and
--- writes the meta hash last, with a stock no larger than the buyers leave. The buyers MySQL holds are written by the
+-- writes the meta hash last, with a stock no larger than the buyers leave,
+-- stamped with the time it was loaded. The buyers MySQL holds are written by the
 -- caller before the call; the gate refuses every order while meta is
 -- missing, so nobody buys from a half-loaded voucher.
 --
@@ -41,5 +42,9 @@ end
 if stock < 0 then
   stock = 0
 end
-redis.call('HSET', KEYS[1], 'stock', stock, 'initial', ARGV[2], 'begin', ARGV[3], 'end', ARGV[4])
+-- loaded tells this history of the keys from the next one's (rewind.go).
+local t = redis.call('TIME')
+-- A string: Redis would write a large Lua number in exponent notation.
+local loaded = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+redis.call('HSET', KEYS[1], 'stock', stock, 'initial', ARGV[2], 'begin', ARGV[3], 'end', ARGV[4], 'loaded', loaded)
 return 1

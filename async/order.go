@@ -66,41 +66,32 @@ func (s *Service) PlaceOrder(ctx context.Context, voucherID, userID int64) (*fla
 	return o, err
 }
 
-// askGate runs the gate script, which decides, for one order and returns
-// its decision decoded.
+// askGate has the gate decide one order, in the voucher's next batch
+// (gatebatch.go), and returns its decision decoded.
 func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orderID int64) (*flashsale.Order, error) {
 	if l.shards != nil {
 		return s.askShards(ctx, l, voucherID, userID, orderID)
 	}
-	args := []string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)}
-	var res []rueidis.RedisMessage
-	var err error
-	durable := true
-	seen := l.low.Load() // before the request: see rewind.go
-	if s.cfg.Durability.Mode == DurabilityReplica {
-		res, durable, err = s.replicate(ctx, voucherID, args)
-	} else {
-		res, err = gateScript.Exec(ctx, s.client, l.gateKeys, args).ToArray()
-	}
-	if err != nil {
+	c := &gateCall{ctx: ctx, args: []string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)}, level: &l.levels[0]}
+	if err := s.gate(voucherID, l.gateKeys, c); err != nil {
 		// The gate may have run and accepted the order, its reply lost:
 		// then no pointer is written, and the order the buyer's retry is
 		// refused with is found by id only once it is persisted.
 		return nil, unavailable("gate", err)
 	}
-	o, err := s.decodeGateReply(l, res, voucherID, userID, orderID, seen)
-	if !durable && (err == nil || flashsale.ErrorCode(err) == flashsale.EDuplicateOrder) {
+	o, err := s.decodeGateReply(l, c.reply, voucherID, userID, orderID, 0, c.seen)
+	if !c.durable && (err == nil || flashsale.ErrorCode(err) == flashsale.EDuplicateOrder) {
 		// Neither accepted nor refused: the order it names may vanish.
 		return nil, notDurable(orderNotDurable)
 	}
 	return o, err
 }
 
-// decodeGateReply turns the gate's reply into an order or an error, and
-// remembers refusals in l (and, for an accepted order, writes its pointer
-// and checks its level against seen, the lowest level seen before the
-// request).
-func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherID, userID, orderID, seen int64) (*flashsale.Order, error) {
+// decodeGateReply turns the gate's reply, from the shard (0 for a voucher
+// with one), into an order or an error, and remembers refusals in l (and,
+// for an accepted order, writes its pointer and checks its level against
+// seen, the shard's lowest level seen before the request).
+func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherID, userID, orderID int64, shard int, seen *levelMark) (*flashsale.Order, error) {
 	code, err := res[0].AsInt64()
 	if err != nil {
 		return nil, fmt.Errorf("async: gate answered %v: %w", res, err)
@@ -110,11 +101,11 @@ func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherI
 		l.accepted.Add(1)
 		left, _ := res[1].AsInt64()
 		entry, _ := res[2].ToString()
-		if len(res) > 3 && l.shards == nil {
-			// A sharded voucher's shards pass stock between them, so only
-			// an unsharded voucher has one level to watch (rewind.go).
+		if len(res) > 5 {
 			given, _ := res[3].AsInt64()
-			s.observeLevel(l, voucherID, seen, level(left, given))
+			initial, _ := res[4].AsInt64()
+			loaded, _ := res[5].AsInt64()
+			s.observeLevel(l, voucherID, shard, seen, loaded, level(left, initial, given))
 		}
 		if left == 0 && l.shards == nil { // a dry shard is refilled from the others
 			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)

@@ -24,7 +24,9 @@ const oomRetryAfter = time.Second
 // end, over the limit if need be, because Redis cannot stop it half-way.
 // Every script of this package is therefore whole or not at all under
 // maxmemory: gate.lua's first write is the HINCRBY of the stock, so a
-// refused order takes no unit, records no buyer and appends no entry. The
+// refused batch of orders takes no unit, records no buyer and appends no
+// entry (and one that got past it is written whole, a batch's worth over
+// the limit at most). The
 // scripts keep no shebang on purpose: a shebang script is refused as a
 // whole while Redis is full even when it would write nothing, so a sold-out
 // voucher would answer "unavailable" instead of "sold out", and ack.lua,

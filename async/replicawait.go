@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -18,9 +17,10 @@ import (
 // rather than the shared pipeline, and a WAIT there would stall everyone
 // behind it). One WAIT covers every earlier write of its connection, so
 // the orders of one voucher are grouped: a batch is whatever arrived
-// while the previous batch waited (group commit), sent as
+// while the previous batch waited (group commit, the queue of
+// gatebatch.go), sent as
 //
-//	EVALSHA gate … EVALSHA gate … SET <tag>sync 1 EX … WAIT n timeout
+//	EVALSHA gate <the batch's orders> SET <tag>sync 1 EX … WAIT n timeout
 //
 // in one round trip, and up to replicaWorkers batches of a voucher are in
 // flight at once.
@@ -49,87 +49,6 @@ var gateSHA = func() string {
 	return hex.EncodeToString(sum[:])
 }()
 
-// replicaCall is one gate run waiting for a batch, or, when args is nil, a
-// request only to know that what Redis executed so far is on the replicas.
-type replicaCall struct {
-	args    []string // user, order
-	reply   []rueidis.RedisMessage
-	err     error
-	durable bool // the replicas acknowledged the batch
-	done    chan struct{}
-}
-
-// replicaQueue collects one voucher's calls into batches. Queues live in
-// Service.replicas while they have work, so a voucher's concurrent callers
-// share one (even before the voucher is kept in Service.locals), and ids
-// nobody sells leave nothing behind.
-type replicaQueue struct {
-	voucher  int64
-	gateKeys []string
-	syncKey  string
-
-	mu      sync.Mutex
-	calls   []*replicaCall
-	workers int
-}
-
-// replicate runs the gate script for args (or, for nil args, nothing)
-// in the voucher's next batch and returns its reply and whether the
-// replicas acknowledged it in time.
-func (s *Service) replicate(ctx context.Context, voucherID int64, args []string) ([]rueidis.RedisMessage, bool, error) {
-	c := &replicaCall{args: args, done: make(chan struct{})}
-	q, ok := s.replicas.Load(voucherID)
-	if !ok {
-		l := s.keys.newLocal(voucherID)
-		q, _ = s.replicas.LoadOrStore(voucherID, &replicaQueue{voucher: voucherID, gateKeys: l.gateKeys, syncKey: l.syncKey})
-	}
-	if q.(*replicaQueue).add(c) {
-		go s.replicaWorker(q.(*replicaQueue))
-	}
-	select {
-	case <-c.done:
-		return c.reply, c.durable, c.err
-	case <-ctx.Done():
-		// The batch goes on: the order may be taken, unanswered, as when
-		// a reply is lost.
-		return nil, false, ctx.Err()
-	}
-}
-
-// add queues c and returns whether the caller must start a worker.
-func (q *replicaQueue) add(c *replicaCall) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.calls = append(q.calls, c)
-	if q.workers < replicaWorkers {
-		q.workers++
-		return true
-	}
-	return false
-}
-
-// replicaWorker sends batches of the queue until it is empty; the last
-// worker out removes the queue from Service.replicas. A caller that found
-// it there just before still gets its batch: its add starts a worker.
-func (s *Service) replicaWorker(q *replicaQueue) {
-	for {
-		q.mu.Lock()
-		n := min(len(q.calls), replicaMaxBatch)
-		if n == 0 {
-			q.workers--
-			if q.workers == 0 {
-				s.replicas.CompareAndDelete(q.voucher, q)
-			}
-			q.mu.Unlock()
-			return
-		}
-		batch := q.calls[:n:n]
-		q.calls = append([]*replicaCall(nil), q.calls[n:]...)
-		q.mu.Unlock()
-		s.replicaBatch(q, batch)
-	}
-}
-
 // replicaBatch sends one batch and answers its calls.
 //
 // On Redis Cluster the dedicated connection is pinned to the master that
@@ -138,7 +57,7 @@ func (s *Service) replicaWorker(q *replicaQueue) {
 // answered MOVED, ASK, TRYAGAIN or CLUSTERDOWN, which Redis sends before
 // running anything. Those calls are sent again, on a connection taken anew
 // (rueidis has refreshed the slot map by then), until the batch's deadline.
-func (s *Service) replicaBatch(q *replicaQueue, batch []*replicaCall) {
+func (s *Service) replicaBatch(q *gateQueue, batch []*gateCall) {
 	d := s.cfg.Durability
 	ctx, cancel := context.WithTimeout(context.Background(), d.ReplicaTimeout+replicaSlack)
 	defer cancel()
@@ -149,7 +68,7 @@ func (s *Service) replicaBatch(q *replicaQueue, batch []*replicaCall) {
 	}()
 	pending := batch
 	for attempt := 1; ; attempt++ {
-		var again []*replicaCall
+		var again []*gateCall
 		err := s.client.Dedicated(func(dc rueidis.DedicatedClient) error {
 			again = s.replicaRound(ctx, dc, q, pending)
 			return nil
@@ -169,24 +88,26 @@ func (s *Service) replicaBatch(q *replicaQueue, batch []*replicaCall) {
 	}
 }
 
-// replicaRound sends calls on dc — the gate for those with args and no
-// reply yet, then the SET and the WAIT — and answers them. Gate calls Redis
-// answers NOSCRIPT (a restarted or promoted Redis has no script cache) are
-// sent again with EVAL, followed by their own SET and WAIT. It returns the
+// replicaRound sends calls on dc — one gate call for those with args and
+// no reply yet, then the SET and the WAIT — and answers them. A gate call
+// Redis answers NOSCRIPT (a restarted or promoted Redis has no script
+// cache) is sent again with EVAL, followed by its own SET and WAIT. It returns the
 // calls to send again elsewhere: those redirected (see replicaBatch), and
 // all of them when the SET or WAIT was, since that WAIT then says nothing
 // of their writes.
-func (s *Service) replicaRound(ctx context.Context, dc rueidis.DedicatedClient, q *replicaQueue, calls []*replicaCall) (again []*replicaCall) {
+func (s *Service) replicaRound(ctx context.Context, dc rueidis.DedicatedClient, q *gateQueue, calls []*gateCall) (again []*gateCall) {
 	d := s.cfg.Durability
 	sha := true
 	for len(calls) > 0 {
-		cmds := make(rueidis.Commands, 0, len(calls)+2)
 		gates := calls[:0:0]
 		for _, c := range calls {
 			if c.args != nil && c.reply == nil {
-				cmds = append(cmds, gateCmd(dc, q.gateKeys, c.args, sha))
 				gates = append(gates, c)
 			}
+		}
+		cmds := make(rueidis.Commands, 0, 3)
+		if len(gates) > 0 {
+			cmds = append(cmds, gateCmd(dc, q.gateKeys, gateArgs(gates), sha))
 		}
 		cmds = append(cmds,
 			dc.B().Set().Key(q.syncKey).Value("1").ExSeconds(syncTTL).Build(),
@@ -198,8 +119,8 @@ func (s *Service) replicaRound(ctx context.Context, dc rueidis.DedicatedClient, 
 		for _, c := range calls {
 			c.durable = durable
 		}
-		for i, c := range gates {
-			c.reply, c.err = res[i].ToArray()
+		if len(gates) > 0 {
+			answerGates(gates, res[0])
 		}
 		if redirected(setErr) || redirected(err) {
 			// This connection no longer reaches the slot's master: all of
@@ -244,11 +165,11 @@ func gateCmd(dc rueidis.DedicatedClient, keys, args []string, sha bool) rueidis.
 // the voucher — an order just found there — is on the replicas, or the
 // answer for a buyer when they do not acknowledge it in time.
 func (s *Service) confirmReplicated(ctx context.Context, voucherID int64) error {
-	_, durable, err := s.replicate(ctx, voucherID, nil)
-	if err != nil {
+	c := &gateCall{ctx: ctx}
+	if err := s.gate(voucherID, s.keys.newLocal(voucherID).gateKeys, c); err != nil {
 		return unavailable("wait for replicas", err)
 	}
-	if !durable {
+	if !c.durable {
 		return notDurable("the order is not yet safe on enough Redis replicas; try again")
 	}
 	return nil

@@ -65,9 +65,9 @@ type Service struct {
 	// figures changes after creation, and those come from Redis.
 	statics sync.Map // int64 → flashsale.Voucher
 	loads   singleflight.Group
-	// replicas holds, per voucher, the orders waiting for a batch in
-	// durability replica.
-	replicas sync.Map // int64 → *replicaQueue
+	// gates holds, per voucher, the orders waiting for a batch of the
+	// gate (gatebatch.go).
+	gates sync.Map // meta key (string) → *gateQueue
 	// pointers holds the accepted orders whose pointers wait for a batch.
 	pointers pointerQueue
 }
@@ -102,9 +102,10 @@ type local struct {
 	// accepted counts the orders the gate accepted here since WatchEpoch
 	// last found Redis whole.
 	accepted atomic.Int64
-	// low is the lowest level (stock - given) the gate reported here, or
-	// lowUnknown; see rewind.go.
-	low atomic.Int64
+	// levels holds, per shard (one for a voucher with one shard), the
+	// lowest level the gate reported here in the shard's history, or nil;
+	// see rewind.go.
+	levels []atomic.Pointer[levelMark]
 }
 
 // verdict is a refusal remembered until a deadline.
@@ -117,9 +118,7 @@ type verdict struct {
 // newLocal returns the local state of a voucher.
 func (k keyspace) newLocal(voucherID int64) *local {
 	vk := k.voucher(voucherID)
-	l := &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}, syncKey: vk.sync}
-	l.forgetLevel()
-	return l
+	return &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}, syncKey: vk.sync, levels: newLevels(1)}
 }
 
 // remember makes the instance refuse orders with code for ttl; for

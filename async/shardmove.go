@@ -40,7 +40,7 @@ func (s *Service) shardLocal(ctx context.Context, l *local, voucherID int64) err
 		}
 	}
 	if n > 1 {
-		l.shards = s.keys.shards(voucherID, n)
+		l.shards, l.levels = s.keys.shards(voucherID, n), newLevels(n)
 	}
 	return nil
 }
@@ -65,12 +65,14 @@ func (s *Service) askShards(ctx context.Context, l *local, voucherID, userID, or
 	args := []string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)}
 	dry := 0
 	for attempt := 0; ; attempt++ {
-		res, err := gateScript.Exec(ctx, s.client, keys, args).ToArray()
+		c := &gateCall{ctx: ctx, args: args, level: &l.levels[home]}
+		err := s.gate(voucherID, keys, c)
+		res := c.reply
 		if err != nil {
 			return nil, unavailable("gate", err)
 		}
 		if code, _ := res[0].AsInt64(); code != gateSoldOut {
-			return s.decodeGateReply(l, res, voucherID, userID, orderID, 0) // no level: see decodeGateReply
+			return s.decodeGateReply(l, res, voucherID, userID, orderID, home, c.seen)
 		}
 		if attempt == maxRefills {
 			e := flashsale.Errorf(flashsale.EBusy, "stock is moving between the voucher's shards; try again")

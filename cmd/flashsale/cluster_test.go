@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/store"
 )
@@ -216,5 +219,82 @@ func (r *saleRig) migrateMidSale(c *testenv.Cluster, urls []string) {
 	r.checkAccepted(s, nil)
 	if n := r.redisStock(t); n != 0 {
 		t.Errorf("Redis's stock after the sale: %d; want 0", n)
+	}
+}
+
+// TestClusterMasterRestartedEmptyMidSale sells through two async
+// instances on a 3-master cluster without replicas, and SIGKILLs mid-sale
+// the master of the voucher's slot, one that does not hold <prefix>epoch,
+// then starts it again on its port and nodes.conf with no data: no
+// failover, the same master, empty. The instances notice it by that
+// master's own epoch key: they log REDIS LOST ITS DATA naming the node,
+// record it, and `flashsale reconcile` prints it with the node; the
+// voucher reloads from MySQL and the sale ends exact there, with the
+// orders lost within the bounds recorded.
+func TestClusterMasterRestartedEmptyMidSale(t *testing.T) {
+	r, c := clusterRig(t, testenv.WithoutReplicas())
+	args := []string{"--strategy", "async", "--claim-idle", "2s"}
+	a, b := r.serveWith(args...), r.serveWith(args...)
+	epochOwner := c.MasterOf(testenv.Slot(r.prefix + "epoch"))
+	for range 20 {
+		if r.createVoucher(a.URL); c.MasterOf(r.voucherSlot()) != epochOwner {
+			break
+		}
+	}
+	victim := c.MasterOf(r.voucherSlot())
+	if victim == epochOwner {
+		t.Fatalf("20 vouchers, all on the master of %sepoch", r.prefix)
+	}
+	targets := func() []string { return []string{a.URL, b.URL} }
+	s := &sale{accepted: map[int64]int64{}, named: map[int64]int64{}, codes: map[string]int{}}
+	r.buy(s, userRange(1, faultStock/3+100), targets, faultStock/3, func() { victim.Kill(); victim.Start() })
+	r.sellOut(s, targets, true)
+	db := r.drainExact()
+	lost := 0
+	for id, user := range s.accepted {
+		o, err := db.FindOrder(context.Background(), id)
+		switch {
+		case flashsale.ErrorCode(err) == flashsale.ENotFound:
+			lost++ // accepted, not persisted when the master lost its data
+		case err != nil || o.UserID != user || o.Status != flashsale.StatusCreated:
+			t.Errorf("accepted order %d of user %d: %+v, %v", id, user, o, err)
+		}
+	}
+	t.Logf("killed and restarted empty %s; accepted %d, lost %d; refusals %v", victim.Addr(), len(s.accepted), lost, s.codes)
+	if len(s.accepted)-lost != faultStock {
+		t.Errorf("%d accepted, %d lost; want the stock, %d, persisted", len(s.accepted), lost, faultStock)
+	}
+
+	_, losses, err := async.ReadEpochs(context.Background(), r.redis, r.prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bound int64
+	for _, l := range losses {
+		if l.Node != victim.Addr() {
+			t.Errorf("loss recorded on node %q; want %s: %+v", l.Node, victim.Addr(), l)
+		}
+		bound += l.MayBeLost
+	}
+	if len(losses) == 0 || int64(lost) > bound {
+		t.Errorf("%d accepted orders lost; losses recorded %+v (at most %d)", lost, losses, bound)
+	}
+	said := 0
+	for _, p := range []string{a.Log, b.Log} {
+		log, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(log), "REDIS LOST ITS DATA") && strings.Contains(string(log), "node="+victim.Addr()) {
+			said++
+		}
+	}
+	if said == 0 {
+		t.Errorf("no instance logged REDIS LOST ITS DATA naming node %s", victim.Addr())
+	}
+	out, err := r.command("reconcile").CombinedOutput()
+	t.Logf("reconcile: %v\n%s", err, out)
+	if !strings.Contains(string(out), "redis lost its data on cluster node "+victim.Addr()) {
+		t.Errorf("reconcile did not report the loss on %s", victim.Addr())
 	}
 }

@@ -15,7 +15,8 @@ import (
 // epochEvery is how often serve checks whether Redis lost its data. The
 // orders this instance accepted in one interval bound what it can say
 // about the loss, so it is short; a check is one pipeline of a script per
-// voucher sold here and one GET.
+// voucher sold here and one of a script per epoch key (one, or on Redis
+// Cluster one per master, after a CLUSTER SLOTS).
 const epochEvery = time.Second
 
 // watchEpoch reads Redis's epoch once (so the instance knows it before it
@@ -42,13 +43,26 @@ func printEpochs(ctx context.Context, w io.Writer, client rueidis.Client, prefix
 		fmt.Fprintln(w, "redis epoch: none (no async service has run since Redis was emptied; if one ran before, Redis lost its data and the orders it had not persisted)")
 	}
 	for _, l := range losses {
-		if l.Kind == async.LossRewound {
-			fmt.Fprintf(w, "redis lost accepted orders: noticed %s by %s that Redis went back in time (a failover to a replica that lagged?); at least %d lost (voucher:at least): %s\n",
-				l.Noticed.UTC().Format(time.RFC3339), l.By, l.AtLeast, l.Vouchers)
-			continue
-		}
-		fmt.Fprintf(w, "redis lost its data: noticed %s by %s (epoch %s -> %s); accepted orders not persisted then, at most %d as that instance knows: %s\n",
-			l.Noticed.UTC().Format(time.RFC3339), l.By, l.Previous, l.Epoch, l.MayBeLost, l.Vouchers)
+		fmt.Fprintln(w, describeLoss(l))
 	}
 	return nil
+}
+
+// describeLoss is the line reconcile prints for one recorded loss.
+func describeLoss(l async.EpochLoss) string {
+	noticed := l.Noticed.UTC().Format(time.RFC3339)
+	if l.Kind == async.LossRewound {
+		where := ""
+		if l.Shard != "" {
+			where = " on shard " + l.Shard
+		}
+		return fmt.Sprintf("redis lost accepted orders%s: noticed %s by %s that Redis went back in time (a failover to a replica that lagged?); at least %d lost (voucher:at least): %s",
+			where, noticed, l.By, l.AtLeast, l.Vouchers)
+	}
+	node := ""
+	if l.Node != "" {
+		node = " on cluster node " + l.Node
+	}
+	return fmt.Sprintf("redis lost its data%s: noticed %s by %s (epoch %s -> %s); accepted orders not persisted then, at most %d as that instance knows: %s",
+		node, noticed, l.By, l.Previous, l.Epoch, l.MayBeLost, l.Vouchers)
 }

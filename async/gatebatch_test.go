@@ -1,0 +1,168 @@
+package async
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+// TestGateBatchDecidesInOrder sends gate.lua one batch that runs out of
+// stock half-way and names one buyer twice: each order gets the answer it
+// would get alone, in the batch's order.
+func TestGateBatchDecidesInOrder(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.voucher(2)
+	if err := e.svc.Reload(ctx, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	keys := e.svc.keys.newLocal(v.ID).gateKeys
+	args := []string{"1", "101", "1", "102", "2", "103", "3", "104", "1", "105"}
+	res, err := gateScript.Exec(ctx, e.client, keys, args).ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		code  int64
+		value string // stock left, or the order id of a duplicate
+	}{
+		{gateAccepted, "1"},
+		{gateDuplicate, "101"}, // the same buyer earlier in the batch
+		{gateAccepted, "0"},
+		{gateSoldOut, ""},
+		{gateSoldOut, ""}, // sold out is answered before duplicate, as alone
+	}
+	if len(res) != len(want) {
+		t.Fatalf("%d replies for %d orders: %v", len(res), len(want), res)
+	}
+	for i, w := range want {
+		reply, err := res[i].ToArray()
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _ := reply[0].AsInt64()
+		value := ""
+		if len(reply) > 1 {
+			value, _ = reply[1].ToString()
+			if n, err := reply[1].AsInt64(); err == nil {
+				value = strconv.FormatInt(n, 10)
+			}
+		}
+		if code != w.code || value != w.value {
+			t.Errorf("order %d: got {%d %q}, want {%d %q}", i, code, value, w.code, w.value)
+		}
+	}
+	if stock, _, buyers := e.snapshot(v.ID); stock != 0 || buyers != 2 {
+		t.Errorf("stock %d, buyers %d; want 0 and 2", stock, buyers)
+	}
+}
+
+// TestGateBatchesConcurrentBuyers has many goroutines buy one voucher at
+// once, so their orders share gate calls, with every buyer clicking twice:
+// exactly the stock is sold, one order per buyer, and every repeat click
+// is told duplicate_order or sold_out.
+func TestGateBatchesConcurrentBuyers(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const stock, buyers = 150, 400
+	v := e.voucher(stock)
+	var (
+		mu       sync.Mutex
+		accepted []*flashsale.Order
+		codes    = map[string]int{}
+		wg       sync.WaitGroup
+	)
+	for u := int64(1); u <= buyers; u++ {
+		for range 2 {
+			wg.Go(func() {
+				o, err := e.svc.PlaceOrder(ctx, v.ID, u)
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					accepted = append(accepted, o)
+				}
+				codes[code(err)]++
+			})
+		}
+	}
+	wg.Wait()
+	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.waitDrained(v.ID, stock)
+	if len(accepted) != stock {
+		t.Fatalf("accepted %d orders of stock %d; answers %v", len(accepted), stock, codes)
+	}
+	if got := codes[flashsale.ESoldOut] + codes[flashsale.EDuplicateOrder]; got != 2*buyers-stock {
+		t.Errorf("answers %v: want every other attempt sold_out or duplicate_order", codes)
+	}
+	e.checkSold(v, accepted)
+}
+
+// TestGateDropsAbandonedOrders stalls Redis (SIGSTOP) while 2,000 buyers
+// order, each giving up after 300 ms: every one is told unavailable, and
+// once Redis resumes it has taken at most the one batch that was already
+// sent when it stalled, not the orders of buyers who were told it failed.
+func TestGateDropsAbandonedOrders(t *testing.T) {
+	e := newEnv(t)
+	srv := testenv.StartRedis(t)
+	rc := srv.Client(t)
+	svc, err := NewService(rc, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	v := &flashsale.Voucher{Title: "stalled", Stock: 10000, BeginTime: time.Now().Add(-time.Minute), EndTime: time.Now().Add(time.Hour)}
+	if err := svc.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.PlaceOrder(ctx, v.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		codes = map[string]int{}
+	)
+	for u := int64(2); u <= 2001; u++ {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			_, err := svc.PlaceOrder(ctx, v.ID, u)
+			mu.Lock()
+			codes[code(err)]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	time.Sleep(time.Second)
+	srv.Resume()
+	if codes[flashsale.EUnavailable] != 2000 {
+		t.Fatalf("answers during the stall: %v; want 2000 unavailable", codes)
+	}
+	vk := svc.keys.voucher(v.ID)
+	var buyers, stock int64
+	e.waitFor("the queue to drain", 15*time.Second, func() (bool, error) {
+		_, queued := svc.gates.Load(vk.meta)
+		return !queued, nil
+	})
+	buyers, err = rc.Do(ctx, rc.B().Hlen().Key(vk.buyers).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stock, err = rc.Do(ctx, rc.B().Hget().Key(vk.meta).Field("stock").Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buyers > 1+gateMaxBatch {
+		t.Errorf("%d buyers in Redis after the stall; want at most 1 + one batch (%d)", buyers, 1+gateMaxBatch)
+	}
+	if stock+buyers != int64(v.Stock) {
+		t.Errorf("stock %d + buyers %d != %d", stock, buyers, v.Stock)
+	}
+	t.Logf("buyers in Redis after the stall: %d (1 before it)", buyers)
+}
