@@ -13,7 +13,7 @@ import (
 )
 
 // failoverLag is how long the primary takes orders its paused replica
-// never gets: below the Sentinels' down-after (1s), so the paused replica
+// never gets: below the Sentinels' down-after (2s), so the paused replica
 // is never seen down and is promoted.
 const failoverLag = 300 * time.Millisecond
 

@@ -87,7 +87,7 @@ func failedOver(t *testing.T) redisFault {
 }
 
 // replicaLag is how long the primary takes orders its replica never gets:
-// shorter than the Sentinels' down-after (1s), so the paused replica is
+// shorter than the Sentinels' down-after (2s), so the paused replica is
 // never seen down and is promoted.
 const replicaLag = 300 * time.Millisecond
 

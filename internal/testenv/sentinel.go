@@ -14,7 +14,7 @@ import (
 )
 
 // SentinelSet is a private primary, its replica and three Sentinels
-// watching them (quorum 2, the primary is down after 1s unanswered), owned
+// watching them (quorum 2, the primary is down after 2s unanswered), owned
 // by one test: every process is killed when the test ends.
 type SentinelSet struct {
 	name      string
@@ -25,7 +25,7 @@ type SentinelSet struct {
 // Sentinel timings: fast enough for tests, slow enough that a loaded
 // machine does not see a healthy primary as down.
 const (
-	sentinelDownAfter       = "1000"
+	sentinelDownAfter       = "2000"
 	sentinelFailoverTimeout = "5000"
 )
 
@@ -182,6 +182,9 @@ func (s *SentinelSet) WaitFailover(t testing.TB, old string, timeout time.Durati
 			if addr == old {
 				return fmt.Errorf("%s still reports %s", sn.Addr(), old)
 			}
+			if err := linkedToPrimary(ctx, sn, s.name); err != nil {
+				return err
+			}
 			if primary != "" && addr != primary {
 				return fmt.Errorf("Sentinels disagree: %s and %s", primary, addr)
 			}
@@ -228,6 +231,25 @@ func (s *SentinelSet) WaitReplicaSync(t testing.TB) {
 		}
 		return nil
 	}, s.logs)
+}
+
+// linkedToPrimary reports whether the Sentinel sn has a live link to the
+// primary it reports under name: flagged plain master (not down), no PING
+// waiting for its answer, and an INFO reply saying master. A Sentinel
+// that has just switched has none of these yet; a node restarted then
+// (the old primary, back as a would-be replica) gives it a candidate for
+// a second failover should the new primary miss PINGs a while on a
+// loaded machine, and that failover promotes the restarted node.
+func linkedToPrimary(ctx context.Context, sn *RedisServer, name string) error {
+	m, err := sn.do(ctx, "SENTINEL", "MASTER", name).AsStrMap()
+	if err != nil {
+		return fmt.Errorf("%s: %w", sn.Addr(), err)
+	}
+	if m["flags"] != "master" || m["last-ping-sent"] != "0" || m["info-refresh"] == "0" || m["role-reported"] != "master" {
+		return fmt.Errorf("%s: no live link to the new primary yet: flags %s, ping pending %sms, INFO %sms ago, role %s",
+			sn.Addr(), m["flags"], m["last-ping-sent"], m["info-refresh"], m["role-reported"])
+	}
+	return nil
 }
 
 // reportedPrimary asks one Sentinel for the primary's address.
