@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/redispin"
 	"github.com/redis/rueidis"
 )
 
@@ -123,7 +124,7 @@ func New(rc rueidis.Client, opts ...Option) *Client {
 	cfg.queueTTL = max(5*cfg.fallbackMax, time.Second)
 
 	c := &Client{
-		rc:            rc,
+		rc:            redispin.Wrap(rc),
 		cfg:           cfg,
 		id:            newClientID(),
 		channelPrefix: cfg.prefix + "ch:",

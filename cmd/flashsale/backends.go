@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/idgen"
+	"github.com/flashsale/flashsale/internal/redispin"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -83,6 +84,7 @@ func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *bac
 	if b.redis, err = rueidis.NewClient(opt); err != nil {
 		return nil, fmt.Errorf("connecting to Redis at %s: %w", b.redisURL, err)
 	}
+	b.redis = redispin.Wrap(b.redis)
 	b.closers = append(b.closers, b.redis.Close)
 	if f.redis != "" {
 		if err := checkEvictionPolicy(ctx, b.redis, log); err != nil {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/flashsale/flashsale/internal/redispin"
 	"github.com/redis/rueidis"
 )
 
@@ -186,5 +187,5 @@ func (p *Proxy) Client(t testing.TB) rueidis.Client {
 		t.Fatalf("testenv: connecting through the proxy: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return c
+	return redispin.Wrap(c)
 }

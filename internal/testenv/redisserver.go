@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/redispin"
 	"github.com/redis/rueidis"
 )
 
@@ -151,7 +152,7 @@ func newClient(t testing.TB, opt rueidis.ClientOption) rueidis.Client {
 		t.Fatalf("testenv: connecting to %v: %v", opt.InitAddress, err)
 	}
 	t.Cleanup(c.Close)
-	return c
+	return redispin.Wrap(c)
 }
 
 // Running reports whether the process runs (it may not answer yet).

@@ -43,6 +43,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/redispin"
 	_ "github.com/go-sql-driver/mysql" // the MySQL driver for database/sql
 	"github.com/redis/rueidis"
 )
@@ -87,6 +88,7 @@ func Redis(t testing.TB) (rueidis.Client, string) {
 	if err != nil {
 		t.Fatalf("testenv: Redis at %s is not reachable (start it with: redis-server --daemonize yes --save \"\"): %v", RedisAddr(), err)
 	}
+	c = redispin.Wrap(c)
 	prefix := "test:" + Unique() + ":"
 	t.Cleanup(func() {
 		defer c.Close()
