@@ -3,6 +3,7 @@ package async
 import (
 	_ "embed" // the Lua scripts
 
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/redis/rueidis"
 )
 
@@ -42,7 +43,7 @@ var (
 
 	gateScript     = rueidis.NewLuaScript(gateLua)
 	loadScript     = rueidis.NewLuaScript(loadLua)
-	snapshotScript = rueidis.NewLuaScriptReadOnly(snapshotLua)
+	snapshotScript = luascript.NewReadOnly(snapshotLua) // ExecMulti: one round trip
 	lookupScript   = rueidis.NewLuaScriptReadOnly(lookupLua)
 	ackScript      = rueidis.NewLuaScript(ackLua)
 	claimScript    = rueidis.NewLuaScript(claimLua)
@@ -50,12 +51,12 @@ var (
 	reapScript     = rueidis.NewLuaScript(reapLua)
 	// backlog.lua reads TIME, which miniredis (the embedded Redis) refuses
 	// in read-only scripts although Redis allows it.
-	backlogScript = rueidis.NewLuaScript(backlogLua)
+	backlogScript = luascript.New(backlogLua)
 	unackedScript = rueidis.NewLuaScriptReadOnly(unackedLua)
 	requeueScript = rueidis.NewLuaScript(requeueLua)
 	restoreScript = rueidis.NewLuaScript(restoreLua)
 	repointScript = rueidis.NewLuaScript(repointLua)
-	epochScript   = rueidis.NewLuaScript(epochLua)
+	epochScript   = luascript.New(epochLua)
 	retireScript  = rueidis.NewLuaScript(retireLua)
 )
 

@@ -12,13 +12,15 @@ import (
 	"math"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/redis/rueidis"
 )
 
 //go:embed gcra.lua
 var gcraSource string
 
-var gcra = rueidis.NewLuaScript(gcraSource)
+// gcra's ExecMulti sends every rule in one round trip (luascript).
+var gcra = luascript.New(gcraSource)
 
 // maxInterval bounds the emission interval, in µs: one request a year.
 const maxInterval = 365 * 24 * 3600 * 1e6

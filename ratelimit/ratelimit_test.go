@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,4 +112,58 @@ func TestAllowRejectsANaNRate(t *testing.T) {
 	if _, err := l.Allow(context.Background(), ratelimit.Rule{Key: "nan", Rate: math.NaN(), Burst: 1}); err == nil {
 		t.Fatal("Allow with a NaN rate succeeded")
 	}
+}
+
+// TestAllowIsOneRoundTrip checks, on a private Redis, that Allow sends one
+// EVALSHA per rule and no SCRIPT LOAD, and that it goes on after Redis
+// forgets the script (SCRIPT FLUSH, as after a restart) with the budget it
+// had spent.
+func TestAllowIsOneRoundTrip(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	c := srv.Client(t)
+	l := ratelimit.New(c, "rl:")
+	ctx := context.Background()
+	rules := []ratelimit.Rule{{Key: "user:1", Rate: 1, Burst: 3}, {Key: "ip:1", Rate: 1, Burst: 3}}
+	allow := func(want bool) {
+		t.Helper()
+		wait, err := l.Allow(ctx, rules...)
+		if err != nil || (wait == 0) != want {
+			t.Fatalf("Allow: wait %v, err %v; want allowed %v", wait, err, want)
+		}
+	}
+	allow(true) // a fresh server: NOSCRIPT, then EVAL
+	if err := c.Do(ctx, c.B().ConfigResetstat().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	allow(true)
+	stats := testenv.CommandCalls(t, c)
+	if stats["evalsha"] != 2 || stats["script"] != 0 || stats["eval"] != 0 {
+		t.Fatalf("one Allow of two rules sent %v; want 2 EVALSHA, no SCRIPT LOAD or EVAL", stats)
+	}
+	if err := c.Do(ctx, c.B().ScriptFlush().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	allow(true)  // the burst's third request, through EVAL
+	allow(false) // the burst is spent
+}
+
+// BenchmarkAllow spends one request from a user rule and an IP rule, as
+// the order route does, from 64 goroutines.
+func BenchmarkAllow(b *testing.B) {
+	c, prefix := testenv.Redis(b)
+	l := ratelimit.New(c, prefix)
+	ctx := context.Background()
+	var next atomic.Int64
+	b.SetParallelism(32) // 64 goroutines on 2 cores
+	b.RunParallel(func(pb *testing.PB) {
+		user := "user:" + strconv.FormatInt(next.Add(1), 10)
+		rules := []ratelimit.Rule{{Key: user, Rate: 1e6, Burst: 1e6}, {Key: "ip:" + user, Rate: 1e6, Burst: 1e6}}
+		for pb.Next() {
+			if _, err := l.Allow(ctx, rules...); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "allows/s")
 }

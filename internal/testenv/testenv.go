@@ -39,6 +39,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +165,26 @@ func MySQLURL(t testing.TB) string {
 	hostport, rest, _ := strings.Cut(rest, ")/")
 	name, _, _ := strings.Cut(rest, "?")
 	return fmt.Sprintf("mysql://%s@%s/%s", userinfo, hostport, name)
+}
+
+// CommandCalls returns INFO commandstats as command name → calls, a
+// command's subcommands summed.
+func CommandCalls(t testing.TB, c rueidis.Client) map[string]int {
+	t.Helper()
+	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int{}
+	for line := range strings.Lines(info) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		name, _, _ = strings.Cut(strings.TrimPrefix(name, "cmdstat_"), "|") // script|load counts as script
+		k, _ := strconv.Atoi(n)
+		calls[name] += k
+	}
+	return calls
 }
