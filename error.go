@@ -58,11 +58,10 @@ func Errorf(code, format string, args ...any) *Error {
 // ErrorCode returns the code of the *Error in err's chain, "" for nil and
 // EInternal for any other error.
 func ErrorCode(err error) string {
-	var e *Error
-	switch {
+	switch e := find(err); {
 	case err == nil:
 		return ""
-	case errors.As(err, &e):
+	case e != nil:
 		return e.Code
 	default:
 		return EInternal
@@ -72,11 +71,10 @@ func ErrorCode(err error) string {
 // ErrorMessage returns the caller-safe message of err: the *Error's message,
 // or a generic one for internal errors.
 func ErrorMessage(err error) string {
-	var e *Error
-	switch {
+	switch e := find(err); {
 	case err == nil:
 		return ""
-	case errors.As(err, &e):
+	case e != nil:
 		return e.Message
 	default:
 		return "internal error"
@@ -85,9 +83,22 @@ func ErrorMessage(err error) string {
 
 // RetryAfter returns the retry hint of the *Error in err's chain, or 0.
 func RetryAfter(err error) time.Duration {
-	var e *Error
-	if errors.As(err, &e) {
+	if e := find(err); e != nil {
 		return e.RetryAfter
 	}
 	return 0
+}
+
+// find returns the *Error in err's chain, or nil. Most errors are one
+// themselves: the type assertion answers them without errors.As, whose
+// target escapes to the heap.
+func find(err error) *Error {
+	if e, ok := err.(*Error); ok {
+		return e
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
 }

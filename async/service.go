@@ -143,16 +143,16 @@ func (l *local) refusal() error {
 
 // refusal returns the error for a refusal the gate answered, or the
 // instance remembers: ENotStarted with retryAfter, EEnded or ESoldOut.
+// After a sell-out nearly every answer is one, so the messages are
+// constants, not formatted.
 func refusal(code string, retryAfter time.Duration) error {
 	switch code {
 	case flashsale.ENotStarted:
-		e := flashsale.Errorf(flashsale.ENotStarted, "the sale has not started")
-		e.RetryAfter = retryAfter
-		return e
+		return &flashsale.Error{Code: code, Message: "the sale has not started", RetryAfter: retryAfter}
 	case flashsale.EEnded:
-		return flashsale.Errorf(flashsale.EEnded, "the sale has ended")
+		return &flashsale.Error{Code: code, Message: "the sale has ended"}
 	}
-	return flashsale.Errorf(flashsale.ESoldOut, "sold out")
+	return &flashsale.Error{Code: flashsale.ESoldOut, Message: "sold out"}
 }
 
 // local returns the state of a voucher, and whether it is kept: only

@@ -39,6 +39,7 @@ type testAPI struct {
 	db    *store.DB
 	locks *lock.Client
 	redis rueidis.Client // the Redis of everything (BenchmarkHotVoucher reads its CPU)
+	h     http.Handler   // what the server serves (BenchmarkRefusalHandler calls it directly)
 }
 
 type apiOptions struct {
@@ -99,9 +100,10 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 		down.Close()
 		srv.Limiter = ratelimit.New(down, prefix+"rate:")
 	}
-	ts := httptest.NewServer(srv.Handler())
+	h := srv.Handler()
+	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
-	return &testAPI{t: t, url: ts.URL, auth: a, db: db, locks: locks, redis: rc}
+	return &testAPI{t: t, url: ts.URL, auth: a, db: db, locks: locks, redis: rc, h: h}
 }
 
 // services returns the strategy's services; async runs its consumer until
