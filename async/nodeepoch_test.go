@@ -40,13 +40,7 @@ func newClusterSale(t *testing.T, c *testenv.Cluster, stock int, pick func(prefi
 	for !pick(prefix) {
 		prefix = "test:" + testenv.Unique() + ":"
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := testenv.DeletePrefix(ctx, client, prefix); err != nil {
-			t.Error(err)
-		}
-	})
+	deletePrefixAtEnd(t, client, prefix)
 	dsn, url := mysqlDatabase(t)
 	s := &clusterSale{e: newEnvOn(t, client, prefix, dsn, url), c: c, logs: &testenv.Buffer{},
 		on: map[int64]*testenv.RedisServer{}, accepted: map[int64]int64{}, codes: map[string]int{}}

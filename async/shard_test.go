@@ -10,6 +10,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/store"
+	"github.com/redis/rueidis"
 )
 
 func TestShardTagsSpreadOverSlotRanges(t *testing.T) {
@@ -49,10 +50,8 @@ func clusterEnv(t *testing.T) (*env, *testenv.Cluster) {
 	return envOnCluster(t, c), c
 }
 
-// envOnCluster returns an env on the cluster under a fresh prefix.
-func envOnCluster(t testing.TB, c *testenv.Cluster) *env {
-	client := c.Client(t)
-	prefix := "test:" + testenv.Unique() + ":"
+// deletePrefixAtEnd deletes the test's keys from the cluster when it ends.
+func deletePrefixAtEnd(t testing.TB, client rueidis.Client, prefix string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -60,6 +59,13 @@ func envOnCluster(t testing.TB, c *testenv.Cluster) *env {
 			t.Error(err)
 		}
 	})
+}
+
+// envOnCluster returns an env on the cluster under a fresh prefix.
+func envOnCluster(t testing.TB, c *testenv.Cluster) *env {
+	client := c.Client(t)
+	prefix := "test:" + testenv.Unique() + ":"
+	deletePrefixAtEnd(t, client, prefix)
 	dsn, url := mysqlDatabase(t)
 	return newEnvOn(t, client, prefix, dsn, url)
 }
