@@ -250,16 +250,7 @@ func TestClusterMasterRestartedEmptyMidSale(t *testing.T) {
 	r.buy(s, userRange(1, faultStock/3+100), targets, faultStock/3, func() { victim.Kill(); victim.Start() })
 	r.sellOut(s, targets, true)
 	db := r.drainExact()
-	lost := 0
-	for id, user := range s.accepted {
-		o, err := db.FindOrder(context.Background(), id)
-		switch {
-		case flashsale.ErrorCode(err) == flashsale.ENotFound:
-			lost++ // accepted, not persisted when the master lost its data
-		case err != nil || o.UserID != user || o.Status != flashsale.StatusCreated:
-			t.Errorf("accepted order %d of user %d: %+v, %v", id, user, o, err)
-		}
-	}
+	lost := r.lostAccepted(db, s) // not persisted when the master lost its data
 	t.Logf("killed and restarted empty %s; accepted %d, lost %d; refusals %v", victim.Addr(), len(s.accepted), lost, s.codes)
 	if len(s.accepted)-lost != faultStock {
 		t.Errorf("%d accepted, %d lost; want the stock, %d, persisted", len(s.accepted), lost, faultStock)

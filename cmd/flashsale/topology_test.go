@@ -133,6 +133,24 @@ func (r *saleRig) drainExact() *store.DB {
 	return db
 }
 
+// lostAccepted returns how many of the orders the buyers were told were
+// accepted MySQL does not have, and fails the test for one it has with
+// another buyer or not created.
+func (r *saleRig) lostAccepted(db *store.DB, s *sale) int {
+	r.t.Helper()
+	lost := 0
+	for id, user := range s.accepted {
+		o, err := db.FindOrder(context.Background(), id)
+		switch {
+		case flashsale.ErrorCode(err) == flashsale.ENotFound:
+			lost++
+		case err != nil || o.UserID != user || o.Status != flashsale.StatusCreated:
+			r.t.Errorf("accepted order %d of user %d: %+v, %v", id, user, o, err)
+		}
+	}
+	return lost
+}
+
 // redisStock returns the sale's stock left in Redis, or -1 when Redis does
 // not answer.
 func (r *saleRig) redisStock(t *testing.T) int {
@@ -196,16 +214,7 @@ func TestFaultRedisRestartedEmptyMidSale(t *testing.T) {
 		r.buy(s, userRange(1, faultUsers), targets, faultStock+1, nil)
 	}
 	db := r.drainExact()
-	lost := 0
-	for id, user := range s.accepted {
-		o, err := db.FindOrder(context.Background(), id)
-		switch {
-		case flashsale.ErrorCode(err) == flashsale.ENotFound:
-			lost++ // accepted, not persisted when Redis lost its data
-		case err != nil || o.UserID != user:
-			t.Errorf("accepted order %d of user %d: %+v, %v", id, user, o, err)
-		}
-	}
+	lost := r.lostAccepted(db, s) // not persisted when Redis lost its data
 	t.Logf("accepted %d, lost with Redis's data %d, refusals %v", len(s.accepted), lost, s.codes)
 	log, err := os.ReadFile(a.Log)
 	if err != nil {
