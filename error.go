@@ -16,6 +16,9 @@ const (
 	EMethodNotAllowed = "method_not_allowed"
 	ESoldOut          = "sold_out"
 	EDuplicateOrder   = "duplicate_order"
+	ELimitReached     = "limit_reached"
+	EAlreadyPaid      = "already_paid"
+	EOrderClosed      = "order_closed"
 	ENotStarted       = "not_started"
 	EEnded            = "ended"
 	ERateLimited      = "rate_limited"
@@ -29,7 +32,7 @@ const (
 func ErrorCodes() []string {
 	return []string{
 		EInvalid, EUnauthorized, EForbidden, ENotFound, EMethodNotAllowed,
-		ESoldOut, EDuplicateOrder, ENotStarted, EEnded,
+		ESoldOut, EDuplicateOrder, ELimitReached, EAlreadyPaid, EOrderClosed, ENotStarted, EEnded,
 		ERateLimited, EBusy, EUnavailable, EInternal,
 	}
 }

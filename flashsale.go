@@ -32,9 +32,31 @@ type Voucher struct {
 	// Shards is how many parts the async gate splits the stock into, each
 	// on its own Redis slot, so a hot voucher is served by several Redis
 	// nodes (1 to MaxShards; 0 means 1). Synchronous strategies take only 1.
-	Shards    int       `json:"shards"`
-	CreatedAt time.Time `json:"-"`
+	Shards int `json:"shards"`
+	// PaymentWindowSeconds is how long a buyer has to pay (0 to
+	// MaxPaymentWindowSeconds): an order awaits payment that long, then
+	// expires and its units go back on sale. 0: no payment step; orders
+	// are final at created.
+	PaymentWindowSeconds int `json:"payment_window_seconds"`
+	// LimitPerBuyer bounds the units one buyer's live orders may hold (1
+	// to MaxLimitPerBuyer, at most the stock; 0 means 1).
+	LimitPerBuyer int       `json:"limit_per_buyer"`
+	CreatedAt     time.Time `json:"-"`
 }
+
+// Bounds of a voucher's purchase rules.
+const (
+	MaxPaymentWindowSeconds = 86400
+	MaxLimitPerBuyer        = 100
+)
+
+// PaymentWindow returns PaymentWindowSeconds as a duration.
+func (v *Voucher) PaymentWindow() time.Duration {
+	return time.Duration(v.PaymentWindowSeconds) * time.Second
+}
+
+// BuyerLimit returns LimitPerBuyer, or 1 when it is 0 (not given).
+func (v *Voucher) BuyerLimit() int { return max(v.LimitPerBuyer, 1) }
 
 // MaxShards bounds Voucher.Shards.
 const MaxShards = 64
@@ -57,6 +79,12 @@ func (v *Voucher) Validate() error {
 		return Errorf(EInvalid, "shards must be 1 to %d", MaxShards)
 	case v.Shards > v.Stock:
 		return Errorf(EInvalid, "shards must be at most the stock (%d)", v.Stock)
+	case v.PaymentWindowSeconds < 0 || v.PaymentWindowSeconds > MaxPaymentWindowSeconds:
+		return Errorf(EInvalid, "payment_window_seconds must be 0 to %d", MaxPaymentWindowSeconds)
+	case v.LimitPerBuyer < 0 || v.LimitPerBuyer > MaxLimitPerBuyer:
+		return Errorf(EInvalid, "limit_per_buyer must be 1 to %d", MaxLimitPerBuyer)
+	case v.LimitPerBuyer > v.Stock:
+		return Errorf(EInvalid, "limit_per_buyer must be at most the stock (%d)", v.Stock)
 	case v.PayValue < 0 || v.ActualValue < 0:
 		return Errorf(EInvalid, "prices must not be negative")
 	case v.BeginTime.IsZero() || v.EndTime.IsZero():
@@ -151,26 +179,90 @@ func (v *Voucher) CheckWindow(now time.Time) error {
 	return nil
 }
 
-// OrderStatus is where an order is in its life.
+// OrderStatus is where an order is in its life (docs/lifecycle.md).
 type OrderStatus string
 
-// Order statuses. An order taken synchronously is created at once; one taken
-// by the async gate is pending until the consumer persists it.
+// Order statuses. An order taken by the async gate is pending until the
+// consumer persists it. Without a payment window an order is then created,
+// and final; with one it awaits payment until it is paid, cancelled by its
+// buyer, or expired at its PayBy. A failed order was dead-lettered before
+// it reached the database.
 const (
-	StatusPending OrderStatus = "pending"
-	StatusCreated OrderStatus = "created"
-	StatusFailed  OrderStatus = "failed"
+	StatusPending         OrderStatus = "pending"
+	StatusAwaitingPayment OrderStatus = "awaiting_payment"
+	StatusPaid            OrderStatus = "paid"
+	StatusCancelled       OrderStatus = "cancelled"
+	StatusExpired         OrderStatus = "expired"
+	StatusCreated         OrderStatus = "created"
+	StatusFailed          OrderStatus = "failed"
 )
 
-// Order is one buyer's order for one voucher.
+// OrderStatuses lists every status.
+func OrderStatuses() []OrderStatus {
+	return []OrderStatus{StatusPending, StatusAwaitingPayment, StatusPaid, StatusCancelled, StatusExpired, StatusCreated, StatusFailed}
+}
+
+// Live reports whether an order with status s holds its units.
+func (s OrderStatus) Live() bool {
+	switch s {
+	case StatusPending, StatusAwaitingPayment, StatusPaid, StatusCreated:
+		return true
+	}
+	return false
+}
+
+// Order is one buyer's order of Quantity units of one voucher.
 type Order struct {
 	ID        int64       `json:"order_id,string"`
 	VoucherID int64       `json:"voucher_id,string"`
 	UserID    int64       `json:"user_id,string"`
+	Quantity  int         `json:"quantity"`
 	Status    OrderStatus `json:"status"`
-	CreatedAt time.Time   `json:"-"`
-	UpdatedAt time.Time   `json:"-"`
+	// PayBy is when an order awaiting payment expires; zero for an order
+	// without a payment step.
+	PayBy time.Time `json:"-"`
+	// PaymentID is the payment that paid the order, once paid.
+	PaymentID string `json:"-"`
+	// IdempotencyKey is the key of the request that placed the order, if
+	// it had one.
+	IdempotencyKey string    `json:"-"`
+	CreatedAt      time.Time `json:"-"`
+	UpdatedAt      time.Time `json:"-"`
 }
+
+// Units returns Quantity, or 1 when it is 0 (not given).
+func (o *Order) Units() int { return max(o.Quantity, 1) }
+
+// OrderRequest is a buyer's request for units of a voucher.
+type OrderRequest struct {
+	VoucherID, UserID int64
+	// Quantity is the units asked for, 1 to the voucher's limit per buyer;
+	// 0 means 1.
+	Quantity int
+	// IdempotencyKey, when set, makes a retry of the request with the same
+	// key get the first request's answer again (MaxIdempotencyKeyBytes).
+	IdempotencyKey string
+}
+
+// MaxIdempotencyKeyBytes bounds an idempotency key.
+const MaxIdempotencyKeyBytes = 255
+
+// Units returns Quantity, or 1 when it is 0 (not given).
+func (r OrderRequest) Units() int { return max(r.Quantity, 1) }
+
+// Payment is the payment provider's word that an order was paid.
+type Payment struct {
+	// ID is the provider's id of the payment: the same payment sent again
+	// gets the same answer.
+	ID      string `json:"payment_id"`
+	OrderID int64  `json:"order_id,string"`
+	// Amount is what was paid, in cents: the voucher's PayValue times the
+	// order's quantity.
+	Amount int64 `json:"amount"`
+}
+
+// MaxPaymentIDBytes bounds a payment id.
+const MaxPaymentIDBytes = 255
 
 // VoucherService creates and finds vouchers.
 type VoucherService interface {

@@ -48,7 +48,7 @@ func TestDrainAcceptsMoreOrdersThanRedisExpects(t *testing.T) {
 		} else if o.ID, err = ids.NextID(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.InsertOrder(ctx, o); err != nil {
+		if err := db.InsertOrder(ctx, o, 1); err != nil {
 			t.Fatal(err)
 		}
 	}

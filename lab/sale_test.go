@@ -64,7 +64,7 @@ func (s *faultyShop) order(w http.ResponseWriter, r *http.Request) {
 			if _, err := tx.DecrementRemaining(r.Context(), shopVoucher, 1); err != nil {
 				return err
 			}
-			return tx.InsertOrder(r.Context(), o)
+			return tx.InsertOrder(r.Context(), o, 1)
 		})
 		if err != nil {
 			w.WriteHeader(http.StatusConflict)

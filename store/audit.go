@@ -63,21 +63,5 @@ func (db *DB) OrderUsers(ctx context.Context, voucherID int64) ([]int64, error) 
 
 // int64s runs a query of one integer column and returns its values.
 func (db *DB) int64s(ctx context.Context, op, query string, args ...any) ([]int64, error) {
-	rows, err := db.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	defer rows.Close()
-	ids := []int64{}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, wrap(op, err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(op, err)
-	}
-	return ids, nil
+	return int64s(ctx, db.r, op, query, args...)
 }

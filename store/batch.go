@@ -48,7 +48,11 @@ func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale
 	}
 	for i := range orders {
 		if sales[i] == Inserted {
-			orders[i].Status, orders[i].CreatedAt, orders[i].UpdatedAt = flashsale.StatusCreated, t, t
+			orders[i].Status, orders[i].Quantity = flashsale.StatusCreated, orders[i].Units()
+			if !orders[i].PayBy.IsZero() {
+				orders[i].Status = flashsale.StatusAwaitingPayment
+			}
+			orders[i].CreatedAt, orders[i].UpdatedAt = t, t
 		}
 	}
 	return sales, nil
@@ -69,22 +73,22 @@ func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, or
 	if err != nil {
 		return nil, err
 	}
-	_, held, err := tx.storedOrders(ctx, orders)
+	room, err := tx.buyerRoom(ctx, orders)
 	if err != nil {
 		return nil, err
 	}
 	sales := make([]Outcome, len(orders))
 	var sold []flashsale.Order
 	for i, o := range orders {
-		p := pair{voucherID, o.UserID}
 		switch {
-		case held[p]:
+		case !room.fits(o):
 			sales[i] = Conflict
-		case len(sold) == left:
+		case o.Units() > left:
 			sales[i] = Short
 		default:
 			sales[i] = Inserted
-			held[p] = true
+			room.take(o)
+			left -= o.Units()
 			o.CreatedAt, o.UpdatedAt = t, t
 			sold = append(sold, o)
 		}
@@ -97,7 +101,11 @@ func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, or
 	if err := tx.insertNewOrders(ctx, dialect, sold); err != nil {
 		return nil, err
 	}
-	return sales, tx.takeStock(ctx, voucherID, len(sold))
+	err = tx.takeStockAndUnits(ctx, sold)
+	if errors.Is(err, errOverLimit) {
+		return nil, fmt.Errorf("%w: %w", errRaced, err)
+	}
+	return sales, err
 }
 
 // lockRemaining reads the voucher's remaining stock and locks its row until

@@ -155,6 +155,54 @@ func (s scanTime) Scan(src any) error {
 	return nil
 }
 
+// scanNullTime is scanTime for a nullable column: NULL reads as the zero
+// time.
+type scanNullTime struct{ t *time.Time }
+
+// Scan implements sql.Scanner.
+func (s scanNullTime) Scan(src any) error {
+	if src == nil {
+		*s.t = time.Time{}
+		return nil
+	}
+	return scanTime(s).Scan(src)
+}
+
+// nullTime returns t as the store writes it, or NULL for the zero time.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return dbTime(t)
+}
+
+// nullString returns s, or NULL for "".
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// upsertAdding returns the clause that ends an INSERT into buyer_units so
+// that a row already present gets the new row's units added instead.
+func upsertAdding(dialect string) string {
+	if dialect == MySQL {
+		return " ON DUPLICATE KEY UPDATE units = units + VALUES(units)"
+	}
+	return " ON CONFLICT (voucher_id, user_id) DO UPDATE SET units = units + excluded.units"
+}
+
+// skipLocked returns what ends a locking SELECT that passes over rows
+// another transaction holds: SKIP LOCKED on MySQL (MariaDB 10.6, MySQL
+// 8.0), nothing on SQLite, where no other transaction holds any.
+func skipLocked(dialect string) string {
+	if dialect == MySQL {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return ""
+}
+
 // forUpdate returns what ends a SELECT that locks the rows it reads until
 // the transaction ends: FOR UPDATE on MySQL, nothing on SQLite, whose
 // transactions hold the database's write lock from BEGIN.

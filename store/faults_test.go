@@ -33,7 +33,7 @@ func TestInsertOrderRefusesUnknownStatusesOnBothDialects(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, db *DB) {
 		for i, st := range []flashsale.OrderStatus{"Created", "FAILED", "created ", "pending-payment-x"} {
 			o := &flashsale.Order{ID: int64(100 + i), VoucherID: 1, UserID: int64(10 + i), Status: st}
-			err := db.InsertOrder(t.Context(), o)
+			err := db.InsertOrder(t.Context(), o, 1)
 			if flashsale.ErrorCode(err) != flashsale.EInvalid {
 				t.Errorf("%s: InsertOrder(status %q) = code %q, %v; want %q as on the other dialect",
 					db.Dialect(), st, flashsale.ErrorCode(err), err, flashsale.EInvalid)

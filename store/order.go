@@ -1,72 +1,80 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/flashsale/flashsale"
 )
 
-// HasOrder reports whether the user has an order for the voucher, whatever
-// its status.
-func (q Queries) HasOrder(ctx context.Context, voucherID, userID int64) (bool, error) {
-	var one int
-	err := q.r.QueryRowContext(ctx, "SELECT 1 FROM orders WHERE voucher_id = ? AND user_id = ?", voucherID, userID).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
+// BuyerUnits returns the units the user's live orders of the voucher hold
+// and the id of the latest of them (0 when there is none).
+func (q Queries) BuyerUnits(ctx context.Context, voucherID, userID int64) (units int, latest int64, err error) {
+	err = q.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(quantity), 0), COALESCE(MAX(id), 0) FROM orders
+		WHERE voucher_id = ? AND user_id = ? AND `+liveOrders, voucherID, userID).Scan(&units, &latest)
 	if err != nil {
-		return false, wrap(fmt.Sprintf("has order of user %d for voucher %d", userID, voucherID), err)
+		return 0, 0, wrap(fmt.Sprintf("units of user %d for voucher %d", userID, voucherID), err)
 	}
-	return true, nil
+	return units, latest, nil
 }
 
-// orderStatuses are the statuses the orders table holds (its CHECK).
-var orderStatuses = []flashsale.OrderStatus{flashsale.StatusPending, flashsale.StatusCreated, flashsale.StatusFailed}
+// InsertOrder stores o as a new order: status created when o.Status is
+// empty (a live status, or failed), quantity o.Units(), and o.PayBy, which
+// an order awaiting payment must have. It adds a live order's units to its
+// buyer's (buyer_units) in the same transaction. It returns EDuplicateOrder
+// when the order's id is taken, and when the buyer's live units would pass
+// limit ELimitReached, or EDuplicateOrder for a limit of 1. It sets
+// o.CreatedAt and o.UpdatedAt to now. It does not touch the stock.
+func (db *DB) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) error {
+	return db.Tx(ctx, func(tx *Tx) error { return tx.InsertOrder(ctx, o, limit) })
+}
 
-// InsertOrder stores o, with status created when o.Status is empty, and sets
-// o.CreatedAt and o.UpdatedAt to now. It returns EDuplicateOrder when the
-// order's id or its voucher and user are taken: the unique key is the last
-// line of defence for one order per user.
-func (q Queries) InsertOrder(ctx context.Context, o *flashsale.Order) error {
-	status := o.Status
-	if status == "" {
-		status = flashsale.StatusCreated
-	}
+// InsertOrder is DB.InsertOrder inside tx.
+func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) error {
+	status := cmp.Or(o.Status, flashsale.StatusCreated)
 	// Checked here, not only by the table's CHECK: MySQL's compares
 	// without case and trailing spaces, and would store "Created".
-	if !slices.Contains(orderStatuses, status) {
-		return flashsale.Errorf(flashsale.EInvalid, "unknown order status %q", status)
+	if !status.Live() && status != flashsale.StatusFailed || status == flashsale.StatusAwaitingPayment && o.PayBy.IsZero() {
+		return flashsale.Errorf(flashsale.EInvalid, "cannot insert an order with status %q", status)
+	}
+	if status.Live() {
+		if err := tx.addUnits(ctx, []unitChange{{o.VoucherID, o.UserID, o.Units()}}, map[int64]int{o.VoucherID: limit}); err != nil {
+			return err
+		}
 	}
 	t := now()
-	_, err := q.w.ExecContext(ctx, `INSERT INTO orders (id, voucher_id, user_id, status, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, o.ID, o.VoucherID, o.UserID, string(status), dbTime(t), dbTime(t))
+	_, err := tx.w.ExecContext(ctx, `INSERT INTO orders (id, voucher_id, user_id, quantity, status, pay_by, idempotency_key, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, o.ID, o.VoucherID, o.UserID, o.Units(), string(status),
+		nullTime(o.PayBy), nullString(o.IdempotencyKey), dbTime(t), dbTime(t))
 	if isDuplicate(err) {
-		return fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EDuplicateOrder, "user %d already has an order for voucher %d", o.UserID, o.VoucherID), err)
-	}
-	if isCheckViolation(err) {
-		return fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EInvalid, "unknown order status %q", status), err)
+		return fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EDuplicateOrder, "order %d exists already", o.ID), err)
 	}
 	if err != nil {
 		return wrap(fmt.Sprintf("insert order %d", o.ID), err)
 	}
-	o.Status, o.CreatedAt, o.UpdatedAt = status, t, t
+	o.Status, o.Quantity, o.CreatedAt, o.UpdatedAt = status, o.Units(), t, t
 	return nil
 }
 
 // orderColumns are the columns scanOrder reads, in order.
-const orderColumns = "id, voucher_id, user_id, status, created_at, updated_at"
+const orderColumns = "id, voucher_id, user_id, quantity, status, pay_by, payment_id, idempotency_key, created_at, updated_at"
+
+// liveOrders selects the orders that hold their units.
+const liveOrders = "status IN ('pending', 'awaiting_payment', 'paid', 'created')"
 
 // scanOrder reads orderColumns.
 func scanOrder(row interface{ Scan(...any) error }) (*flashsale.Order, error) {
 	o := new(flashsale.Order)
-	err := row.Scan(&o.ID, &o.VoucherID, &o.UserID, &o.Status, scanTime{&o.CreatedAt}, scanTime{&o.UpdatedAt})
+	var payment, key sql.NullString
+	err := row.Scan(&o.ID, &o.VoucherID, &o.UserID, &o.Quantity, &o.Status, scanNullTime{&o.PayBy},
+		&payment, &key, scanTime{&o.CreatedAt}, scanTime{&o.UpdatedAt})
 	if err != nil {
 		return nil, err
 	}
+	o.PaymentID, o.IdempotencyKey = payment.String, key.String
 	return o, nil
 }
 
@@ -82,9 +90,10 @@ func (db *DB) FindOrder(ctx context.Context, id int64) (*flashsale.Order, error)
 	return o, nil
 }
 
-// FindOrderByUser returns the user's order for the voucher, or ENotFound.
+// FindOrderByUser returns the user's latest live order of the voucher, or
+// ENotFound.
 func (db *DB) FindOrderByUser(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
-	o, err := scanOrder(db.r.QueryRowContext(ctx, "SELECT "+orderColumns+" FROM orders WHERE voucher_id = ? AND user_id = ?", voucherID, userID))
+	o, err := scanOrder(db.r.QueryRowContext(ctx, "SELECT "+orderColumns+" FROM orders WHERE voucher_id = ? AND user_id = ? AND "+liveOrders+" ORDER BY id DESC LIMIT 1", voucherID, userID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, flashsale.Errorf(flashsale.ENotFound, "user %d has no order for voucher %d", userID, voucherID)
 	}
@@ -104,13 +113,13 @@ func (db *DB) MaxOrderID(ctx context.Context) (int64, error) {
 	return id, nil
 }
 
-// HeldOrders returns the voucher's orders that hold stock (status other
-// than failed), by user id. Inside a Tx it reads the same snapshot as the
+// HeldOrders returns the voucher's live orders (those that hold stock), by
+// user id. Inside a Tx it reads the same snapshot as the
 // Tx's other reads (InnoDB's REPEATABLE READ), so it pairs with Remaining;
 // VoucherSnapshot does that.
 func (q Queries) HeldOrders(ctx context.Context, voucherID int64) ([]flashsale.Order, error) {
 	op := fmt.Sprintf("orders of voucher %d", voucherID)
-	rows, err := q.r.QueryContext(ctx, "SELECT "+orderColumns+" FROM orders WHERE voucher_id = ? AND "+heldOrders+" ORDER BY user_id", voucherID)
+	rows, err := q.r.QueryContext(ctx, "SELECT "+orderColumns+" FROM orders WHERE voucher_id = ? AND "+liveOrders+" ORDER BY user_id, id", voucherID)
 	if err != nil {
 		return nil, wrap(op, err)
 	}

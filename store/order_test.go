@@ -14,7 +14,7 @@ func insertOrders(t testing.TB, db *DB, voucherID int64, status flashsale.OrderS
 	t.Helper()
 	for _, u := range users {
 		o := &flashsale.Order{ID: voucherID*1000 + u, VoucherID: voucherID, UserID: u, Status: status}
-		if err := db.InsertOrder(t.Context(), o); err != nil {
+		if err := db.InsertOrder(t.Context(), o, 1); err != nil {
 			t.Fatalf("InsertOrder(%+v): %v", o, err)
 		}
 	}
@@ -24,7 +24,7 @@ func TestInsertAndFindOrder(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, db *DB) {
 		before := time.Now().UTC().Add(-time.Second)
 		o := &flashsale.Order{ID: 7, VoucherID: 1, UserID: 99}
-		if err := db.InsertOrder(t.Context(), o); err != nil {
+		if err := db.InsertOrder(t.Context(), o, 1); err != nil {
 			t.Fatal(err)
 		}
 		if o.Status != flashsale.StatusCreated || o.CreatedAt.Before(before) || o.UpdatedAt != o.CreatedAt {
@@ -59,18 +59,21 @@ func TestInsertOrderRefused(t *testing.T) {
 		order flashsale.Order
 		code  string
 	}{
-		{"same voucher and user", flashsale.Order{ID: 2, VoucherID: 1, UserID: 10}, flashsale.EDuplicateOrder},
+		{"same voucher and user: past the limit of 1", flashsale.Order{ID: 2, VoucherID: 1, UserID: 10}, flashsale.EDuplicateOrder},
 		{"same id", flashsale.Order{ID: 1, VoucherID: 1, UserID: 11}, flashsale.EDuplicateOrder},
 		{"same id other voucher", flashsale.Order{ID: 1, VoucherID: 2, UserID: 10}, flashsale.EDuplicateOrder},
 		{"unknown status", flashsale.Order{ID: 3, VoucherID: 1, UserID: 12, Status: "shipped"}, flashsale.EInvalid},
+		{"closed status", flashsale.Order{ID: 3, VoucherID: 1, UserID: 12, Status: flashsale.StatusExpired}, flashsale.EInvalid},
+		{"awaiting payment without pay_by", flashsale.Order{ID: 3, VoucherID: 1, UserID: 12, Status: flashsale.StatusAwaitingPayment}, flashsale.EInvalid},
+		{"quantity past the limit", flashsale.Order{ID: 3, VoucherID: 1, UserID: 12, Quantity: 2}, flashsale.EDuplicateOrder},
 	}
 	forEachDialect(t, func(t *testing.T, db *DB) {
-		if err := db.InsertOrder(t.Context(), &flashsale.Order{ID: 1, VoucherID: 1, UserID: 10}); err != nil {
+		if err := db.InsertOrder(t.Context(), &flashsale.Order{ID: 1, VoucherID: 1, UserID: 10}, 1); err != nil {
 			t.Fatal(err)
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				wantCode(t, db.InsertOrder(t.Context(), &tt.order), tt.code)
+				wantCode(t, db.InsertOrder(t.Context(), &tt.order, 1), tt.code)
 			})
 		}
 		ids, err := db.OrderIDs(t.Context(), 1)
@@ -80,25 +83,26 @@ func TestInsertOrderRefused(t *testing.T) {
 	})
 }
 
-func TestHasOrder(t *testing.T) {
+func TestBuyerUnits(t *testing.T) {
 	tests := []struct {
 		name          string
 		voucher, user int64
-		want          bool
+		units         int
+		latest        int64
 	}{
-		{"ordered", 1, 10, true},
-		{"pending counts", 1, 11, true},
-		{"other user", 1, 12, false},
-		{"other voucher", 2, 10, false},
+		{"ordered", 1, 10, 1, 1010},
+		{"pending counts", 1, 11, 1, 1011},
+		{"other user", 1, 12, 0, 0},
+		{"other voucher", 2, 10, 0, 0},
 	}
 	forEachDialect(t, func(t *testing.T, db *DB) {
 		insertOrders(t, db, 1, flashsale.StatusCreated, 10)
 		insertOrders(t, db, 1, flashsale.StatusPending, 11)
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				got, err := db.HasOrder(t.Context(), tt.voucher, tt.user)
-				if err != nil || got != tt.want {
-					t.Errorf("HasOrder(%d, %d) = %v, %v; want %v", tt.voucher, tt.user, got, err, tt.want)
+				units, latest, err := db.BuyerUnits(t.Context(), tt.voucher, tt.user)
+				if err != nil || units != tt.units || latest != tt.latest {
+					t.Errorf("BuyerUnits(%d, %d) = %d, %d, %v; want %d, %d", tt.voucher, tt.user, units, latest, err, tt.units, tt.latest)
 				}
 			})
 		}
@@ -147,20 +151,16 @@ func TestAuditVoucher(t *testing.T) {
 	})
 }
 
-// TestAuditCountsDuplicateBuyers drops the unique key, as a broken schema
-// would, to check the audit sees what the key normally prevents.
+// TestAuditCountsDuplicateBuyers drops the limit's CHECK, as a broken
+// schema would, to check the audit sees what the key normally prevents.
 func TestAuditCountsDuplicateBuyers(t *testing.T) {
-	unconstrain := map[string][]string{
-		MySQL: {"ALTER TABLE orders DROP INDEX orders_voucher_user"},
-		// SQLite cannot drop a table constraint: copy the table without it.
-		SQLite: {
-			"CREATE TABLE orders_loose AS SELECT * FROM orders",
-			"DROP TABLE orders",
-			"ALTER TABLE orders_loose RENAME TO orders",
-		},
+	// Both dialects: buyer_units again, without its CHECK.
+	unconstrain := []string{
+		"DROP TABLE buyer_units",
+		"CREATE TABLE buyer_units (voucher_id BIGINT NOT NULL, user_id BIGINT NOT NULL, units INT NOT NULL, max_units INT NOT NULL, PRIMARY KEY (voucher_id, user_id))",
 	}
 	forEachDialect(t, func(t *testing.T, db *DB) {
-		for _, stmt := range unconstrain[db.Dialect()] {
+		for _, stmt := range unconstrain {
 			if _, err := db.writer.ExecContext(t.Context(), stmt); err != nil {
 				t.Fatalf("%s: %v", stmt, err)
 			}
@@ -168,7 +168,7 @@ func TestAuditCountsDuplicateBuyers(t *testing.T) {
 		createVoucher(t, db, 1, 10)
 		for i, u := range []int64{1, 1, 1, 2, 2, 3} {
 			o := &flashsale.Order{ID: int64(i + 1), VoucherID: 1, UserID: u}
-			if err := db.InsertOrder(t.Context(), o); err != nil {
+			if err := db.InsertOrder(t.Context(), o, 1); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -155,9 +155,10 @@ func (db *DB) txRetrying(ctx context.Context, fn func(tx *Tx) error) error {
 var errNotAllNew = errors.New("store: the batch is not all new orders")
 
 // persistNew runs PersistOrders inside tx for a batch of orders none of
-// which is stored yet: it inserts them all and takes their stock, or
-// returns errNotAllNew when some row was not inserted (the caller rolls
-// tx back).
+// which is stored yet and none of which passes its buyer's limit: it
+// inserts them all, takes their stock and adds their buyers' units, or
+// returns errNotAllNew when some row was not inserted or some buyer would
+// pass the limit (the caller rolls tx back).
 func (tx *Tx) persistNew(ctx context.Context, dialect string, orders []flashsale.Order) (PersistResult, error) {
 	sorted := slices.SortedFunc(slices.Values(orders), func(a, b flashsale.Order) int { return cmp.Compare(a.ID, b.ID) })
 	err := tx.insertNewOrders(ctx, dialect, sorted)
@@ -167,14 +168,11 @@ func (tx *Tx) persistNew(ctx context.Context, dialect string, orders []flashsale
 	if err != nil {
 		return PersistResult{}, err
 	}
-	perVoucher := map[int64]int{}
-	for _, o := range orders {
-		perVoucher[o.VoucherID]++
-	}
-	for _, v := range slices.Sorted(maps.Keys(perVoucher)) {
-		if err := tx.takeStock(ctx, v, perVoucher[v]); err != nil {
-			return PersistResult{}, err
+	if err := tx.takeStockAndUnits(ctx, orders); err != nil {
+		if errors.Is(err, errOverLimit) {
+			return PersistResult{}, fmt.Errorf("%w: %w", errNotAllNew, err)
 		}
+		return PersistResult{}, err
 	}
 	res := PersistResult{Outcomes: make([]Outcome, len(orders)), Inserted: len(orders)}
 	for i := range res.Outcomes {
@@ -183,124 +181,116 @@ func (tx *Tx) persistNew(ctx context.Context, dialect string, orders []flashsale
 	return res, nil
 }
 
+// takeStockAndUnits takes the orders' units from their vouchers' stock and
+// adds them to their buyers', in that order (vouchers by id, then buyers).
+func (tx *Tx) takeStockAndUnits(ctx context.Context, orders []flashsale.Order) error {
+	perVoucher := map[int64]int{}
+	changes := make([]unitChange, len(orders))
+	for i, o := range orders {
+		perVoucher[o.VoucherID] += o.Units()
+		changes[i] = unitChange{o.VoucherID, o.UserID, o.Units()}
+	}
+	vouchers := slices.Sorted(maps.Keys(perVoucher))
+	for _, v := range vouchers {
+		if err := tx.takeStock(ctx, v, perVoucher[v]); err != nil {
+			return err
+		}
+	}
+	limits, err := tx.buyerLimits(ctx, vouchers)
+	if err != nil {
+		return err
+	}
+	return tx.addUnits(ctx, changes, limits)
+}
+
 // pair is an order's voucher and user.
 type pair struct{ voucher, user int64 }
 
 // persist runs one attempt of PersistOrders inside tx.
 func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Order) (PersistResult, error) {
-	ids, pairs, err := tx.storedOrders(ctx, orders)
+	ids, err := tx.storedIDs(ctx, orders)
+	if err != nil {
+		return PersistResult{}, err
+	}
+	room, err := tx.buyerRoom(ctx, orders)
 	if err != nil {
 		return PersistResult{}, err
 	}
 	res := PersistResult{Outcomes: make([]Outcome, len(orders))}
 	var fresh []flashsale.Order
-	perVoucher := map[int64]int{}
 	for i, o := range orders {
-		p := pair{o.VoucherID, o.UserID}
 		switch {
 		case ids[o.ID]:
 			res.Outcomes[i] = AlreadyPresent
 			res.AlreadyPresent++
-		case pairs[p]:
+		case !room.fits(o):
 			res.Outcomes[i] = Conflict
 			res.Conflicts++
 		default:
 			res.Outcomes[i] = Inserted
 			res.Inserted++
-			ids[o.ID], pairs[p] = true, true // later duplicates in the batch
+			ids[o.ID] = true // later duplicates in the batch
+			room.take(o)
 			fresh = append(fresh, o)
-			perVoucher[o.VoucherID]++
 		}
 	}
-	// One lock order for every writer: rows by id, vouchers by id.
+	// One lock order for every writer: rows by id, vouchers by id, buyers.
 	slices.SortFunc(fresh, func(a, b flashsale.Order) int { return cmp.Compare(a.ID, b.ID) })
 	if err := tx.insertNewOrders(ctx, dialect, fresh); err != nil {
 		return PersistResult{}, err
 	}
-	for _, v := range slices.Sorted(maps.Keys(perVoucher)) {
-		if err := tx.takeStock(ctx, v, perVoucher[v]); err != nil {
-			return PersistResult{}, err
-		}
+	if len(fresh) == 0 {
+		return res, nil
 	}
-	return res, nil
+	err = tx.takeStockAndUnits(ctx, fresh)
+	if errors.Is(err, errOverLimit) {
+		// A buyer's units grew since buyerRoom read them: look again.
+		return PersistResult{}, fmt.Errorf("%w: %w", errRaced, err)
+	}
+	return res, err
 }
 
-// storedOrders returns which of the orders' ids, and which of their voucher
-// and user pairs, are stored already.
-func (tx *Tx) storedOrders(ctx context.Context, orders []flashsale.Order) (map[int64]bool, map[pair]bool, error) {
-	ids, pairs := map[int64]bool{}, map[pair]bool{}
+// storedIDs returns which of the orders' ids are stored already.
+func (tx *Tx) storedIDs(ctx context.Context, orders []flashsale.Order) (map[int64]bool, error) {
+	ids := map[int64]bool{}
 	for chunk := range slices.Chunk(orders, persistChunk) {
-		query, args := storedOrdersQuery(chunk)
-		rows, err := tx.r.QueryContext(ctx, query, args...)
-		if err != nil {
-			return nil, nil, wrap("persist orders: look up", err)
+		args := make([]any, len(chunk))
+		for i, o := range chunk {
+			args[i] = o.ID
 		}
-		for rows.Next() {
-			var id int64
-			var p pair
-			if err := rows.Scan(&id, &p.voucher, &p.user); err != nil {
-				rows.Close()
-				return nil, nil, wrap("persist orders: look up", err)
-			}
-			ids[id], pairs[p] = true, true
-		}
-		err = rows.Err()
-		rows.Close()
+		stored, err := int64s(ctx, tx.r, "persist orders: look up", "SELECT id FROM orders WHERE id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", args...)
 		if err != nil {
-			return nil, nil, wrap("persist orders: look up", err)
+			return nil, err
+		}
+		for _, id := range stored {
+			ids[id] = true
 		}
 	}
-	return ids, pairs, nil
+	return ids, nil
 }
 
-// storedOrdersQuery selects the stored orders that share an id, or a voucher
-// and user, with one of the orders: two index lookups joined by UNION ALL,
-// one round trip. The pairs are grouped by voucher so each group is one
-// range of the (voucher_id, user_id) key.
-func storedOrdersQuery(orders []flashsale.Order) (string, []any) {
-	var b strings.Builder
-	args := make([]any, 0, 3*len(orders))
-	b.WriteString("SELECT id, voucher_id, user_id FROM orders WHERE id IN (")
-	for i, o := range orders {
-		b.WriteString(placeholder(i))
-		args = append(args, o.ID)
-	}
-	b.WriteString(") UNION ALL SELECT id, voucher_id, user_id FROM orders WHERE ")
-	users := map[int64][]any{}
-	for _, o := range orders {
-		users[o.VoucherID] = append(users[o.VoucherID], o.UserID)
-	}
-	for i, v := range slices.Sorted(maps.Keys(users)) {
-		if i > 0 {
-			b.WriteString(" OR ")
-		}
-		b.WriteString("(voucher_id = ? AND user_id IN (")
-		args = append(args, v)
-		for j, u := range users[v] {
-			b.WriteString(placeholder(j))
-			args = append(args, u)
-		}
-		b.WriteString("))")
-	}
-	return b.String(), args
-}
-
-// insertNewOrders inserts the orders with status created (and their
-// CreatedAt and UpdatedAt where set, else now), skipping any whose id or
-// voucher and user are taken. Every row must go in: a skipped one means
-// another transaction stored it since storedOrders looked, and the batch's
-// stock count would be wrong, so it returns errRaced.
+// insertNewOrders inserts the orders as new live orders — awaiting payment
+// when they have a PayBy, created otherwise — with their quantity, pay_by
+// and idempotency key (and their CreatedAt and
+// UpdatedAt where set, else now), skipping any whose id is taken. Every
+// row must go in: a skipped one means another transaction stored it since
+// storedIDs looked, and the batch's stock count would be wrong, so it
+// returns errRaced.
 func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flashsale.Order) error {
 	t := dbTime(now())
 	for chunk := range slices.Chunk(orders, persistChunk) {
 		var b strings.Builder
-		args := make([]any, 0, 6*len(chunk))
-		b.WriteString(insertIgnoreVerb(dialect) + " orders (id, voucher_id, user_id, status, created_at, updated_at) VALUES ")
+		args := make([]any, 0, 9*len(chunk))
+		b.WriteString(insertIgnoreVerb(dialect) + " orders (id, voucher_id, user_id, quantity, status, pay_by, idempotency_key, created_at, updated_at) VALUES ")
 		for i, o := range chunk {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			status := flashsale.StatusCreated
+			if !o.PayBy.IsZero() {
+				status = flashsale.StatusAwaitingPayment
+			}
 			created, updated := t, t
 			if !o.CreatedAt.IsZero() {
 				created = dbTime(o.CreatedAt)
@@ -308,7 +298,7 @@ func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flas
 			if !o.UpdatedAt.IsZero() {
 				updated = dbTime(o.UpdatedAt)
 			}
-			args = append(args, o.ID, o.VoucherID, o.UserID, string(flashsale.StatusCreated), created, updated)
+			args = append(args, o.ID, o.VoucherID, o.UserID, o.Units(), string(status), nullTime(o.PayBy), nullString(o.IdempotencyKey), created, updated)
 		}
 		res, err := tx.w.ExecContext(ctx, b.String(), args...)
 		if err != nil {

@@ -243,7 +243,7 @@ func TestPersistOrdersRacesUncommittedWriter(t *testing.T) {
 	go func() {
 		txDone <- db.Tx(context.Background(), func(tx *Tx) error {
 			for i := range orders {
-				if err := tx.InsertOrder(context.Background(), &orders[i]); err != nil {
+				if err := tx.InsertOrder(context.Background(), &orders[i], 1); err != nil {
 					return err
 				}
 			}

@@ -22,7 +22,7 @@ func TestPersistOrdersRetriesASnapshotConflict(t *testing.T) {
 	go func() {
 		txDone <- db.Tx(context.Background(), func(tx *Tx) error {
 			o := batch(1, 1)[0]
-			if err := tx.InsertOrder(context.Background(), &o); err != nil {
+			if err := tx.InsertOrder(context.Background(), &o, 1); err != nil {
 				return err
 			}
 			if _, err := tx.DecrementRemaining(context.Background(), 1, 1); err != nil {

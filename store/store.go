@@ -61,6 +61,7 @@ type DB struct {
 // Tx is a transaction started by DB.Tx. Its Queries methods run inside it.
 type Tx struct {
 	Queries
+	dialect string
 }
 
 var (
@@ -197,7 +198,7 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 			_ = sqlTx.Rollback()
 		}
 	}()
-	if err := fn(&Tx{Queries: Queries{r: sqlTx, w: sqlTx}}); err != nil {
+	if err := fn(&Tx{Queries: Queries{r: sqlTx, w: sqlTx}, dialect: db.dialect}); err != nil {
 		return err
 	}
 	committed = true

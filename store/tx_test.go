@@ -13,11 +13,11 @@ import (
 // one transaction, check the user has no order, take one unit of stock and
 // insert the order.
 func takeOrder(ctx context.Context, tx *Tx, o *flashsale.Order) error {
-	has, err := tx.HasOrder(ctx, o.VoucherID, o.UserID)
+	units, _, err := tx.BuyerUnits(ctx, o.VoucherID, o.UserID)
 	if err != nil {
 		return err
 	}
-	if has {
+	if units > 0 {
 		return flashsale.Errorf(flashsale.EDuplicateOrder, "already ordered")
 	}
 	ok, err := tx.DecrementRemaining(ctx, o.VoucherID, 1)
@@ -27,7 +27,7 @@ func takeOrder(ctx context.Context, tx *Tx, o *flashsale.Order) error {
 	if !ok {
 		return flashsale.Errorf(flashsale.ESoldOut, "sold out")
 	}
-	return tx.InsertOrder(ctx, o)
+	return tx.InsertOrder(ctx, o, 1)
 }
 
 func TestTxCommits(t *testing.T) {
@@ -100,8 +100,8 @@ func wantNothingTaken(t *testing.T, db *DB) {
 }
 
 // TestTxOneOrderPerUser has one user buy many times at once. The check in
-// the transaction is a plain read, so several may pass it; the unique key
-// refuses all but one and their stock goes back with the rollback.
+// the transaction is a plain read, so several may pass it; buyer_units'
+// CHECK refuses all but one and their stock goes back with the rollback.
 func TestTxOneOrderPerUser(t *testing.T) {
 	const attempts = 20
 	forEachDialect(t, func(t *testing.T, db *DB) {

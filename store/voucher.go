@@ -26,9 +26,9 @@ func (db *DB) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error {
 	}
 	created := now()
 	_, err := db.w.ExecContext(ctx, `INSERT INTO vouchers
-		(id, title, pay_value, actual_value, stock, remaining, shards, begin_time, end_time, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID, v.Title, v.PayValue, v.ActualValue, v.Stock, v.Stock, v.ShardCount(),
+		(id, title, pay_value, actual_value, stock, remaining, shards, payment_window_seconds, limit_per_buyer, begin_time, end_time, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.Title, v.PayValue, v.ActualValue, v.Stock, v.Stock, v.ShardCount(), v.PaymentWindowSeconds, v.BuyerLimit(),
 		dbTime(v.BeginTime), dbTime(v.EndTime), dbTime(created), dbTime(created))
 	if isDuplicate(err) {
 		return fmt.Errorf("%w: voucher %d already exists", ErrDuplicateID, v.ID)
@@ -36,22 +36,22 @@ func (db *DB) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error {
 	if err != nil {
 		return wrap(fmt.Sprintf("create voucher %d", v.ID), err)
 	}
-	v.Remaining, v.Orders, v.Shards = v.Stock, 0, v.ShardCount()
+	v.Remaining, v.Orders, v.Shards, v.LimitPerBuyer = v.Stock, 0, v.ShardCount(), v.BuyerLimit()
 	v.BeginTime, v.EndTime, v.CreatedAt = storedTime(v.BeginTime), storedTime(v.EndTime), created
 	return nil
 }
 
 // voucherColumns are the columns scanVoucher reads, in order.
-const voucherColumns = "v.id, v.title, v.pay_value, v.actual_value, v.stock, v.remaining, v.shards, v.begin_time, v.end_time, v.created_at"
+const voucherColumns = "v.id, v.title, v.pay_value, v.actual_value, v.stock, v.remaining, v.shards, v.payment_window_seconds, v.limit_per_buyer, v.begin_time, v.end_time, v.created_at"
 
-// createdOrders counts a voucher's created orders, as a column of a query on
+// createdOrders counts a voucher's live orders, as a column of a query on
 // vouchers v.
-const createdOrders = "(SELECT COUNT(*) FROM orders o WHERE o.voucher_id = v.id AND o.status = 'created')"
+const createdOrders = "(SELECT COUNT(*) FROM orders o WHERE o.voucher_id = v.id AND o." + liveOrders + ")"
 
 // scanVoucher reads voucherColumns and, when withOrders, an order count.
 func scanVoucher(row interface{ Scan(...any) error }, withOrders bool) (*flashsale.Voucher, error) {
 	v := new(flashsale.Voucher)
-	dest := []any{&v.ID, &v.Title, &v.PayValue, &v.ActualValue, &v.Stock, &v.Remaining, &v.Shards,
+	dest := []any{&v.ID, &v.Title, &v.PayValue, &v.ActualValue, &v.Stock, &v.Remaining, &v.Shards, &v.PaymentWindowSeconds, &v.LimitPerBuyer,
 		scanTime{&v.BeginTime}, scanTime{&v.EndTime}, scanTime{&v.CreatedAt}}
 	if withOrders {
 		dest = append(dest, &v.Orders)
@@ -63,7 +63,7 @@ func scanVoucher(row interface{ Scan(...any) error }, withOrders bool) (*flashsa
 }
 
 // FindVoucher returns the voucher with its remaining stock and, in Orders,
-// the number of its orders with status created, or ENotFound. Counting
+// the number of its live orders, or ENotFound. Counting
 // reads every order of the voucher: on a hot path, use Voucher.
 func (db *DB) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher, error) {
 	row := db.r.QueryRowContext(ctx, "SELECT "+voucherColumns+", "+createdOrders+" FROM vouchers v WHERE v.id = ?", id)

@@ -20,7 +20,7 @@ func TestCreateAndFindVoucher(t *testing.T) {
 		}
 		want := flashsale.Voucher{
 			ID: 42, Title: "秒杀券 voucher", PayValue: 9900, ActualValue: 10000,
-			Stock: 100, Remaining: 100, Orders: 0, Shards: 1,
+			Stock: 100, Remaining: 100, Orders: 0, Shards: 1, LimitPerBuyer: 1,
 			BeginTime: saleStart.UTC().Truncate(time.Microsecond),
 			EndTime:   saleStart.Add(2 * time.Hour).UTC().Truncate(time.Microsecond),
 			CreatedAt: v.CreatedAt,
@@ -136,17 +136,16 @@ func TestListVouchers(t *testing.T) {
 	})
 }
 
-// TestFindVoucherCountsCreatedOrders counts only the orders with status
-// created in Orders.
-func TestFindVoucherCountsCreatedOrders(t *testing.T) {
+// TestFindVoucherCountsLiveOrders counts only the live orders in Orders.
+func TestFindVoucherCountsLiveOrders(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, db *DB) {
 		createVoucher(t, db, 1, 10)
 		insertOrders(t, db, 1, flashsale.StatusCreated, 1, 2, 3)
 		insertOrders(t, db, 1, flashsale.StatusPending, 4)
 		insertOrders(t, db, 1, flashsale.StatusFailed, 5)
 		got, err := db.FindVoucher(t.Context(), 1)
-		if err != nil || got.Orders != 3 {
-			t.Errorf("FindVoucher = %+v, %v; want 3 orders", got, err)
+		if err != nil || got.Orders != 4 {
+			t.Errorf("FindVoucher = %+v, %v; want 4 orders (3 created, 1 pending)", got, err)
 		}
 	})
 }
@@ -213,7 +212,7 @@ func TestFindVouchersPages(t *testing.T) {
 				}
 				for _, v := range vs {
 					got = append(got, v.ID)
-					if wantOrders := map[int64]int{7: 2}[v.ID]; v.Orders != wantOrders || v.Stock != 10 {
+					if wantOrders := map[int64]int{7: 3}[v.ID]; v.Orders != wantOrders || v.Stock != 10 {
 						t.Fatalf("voucher %d: orders %d stock %d; want %d orders, stock 10", v.ID, v.Orders, v.Stock, wantOrders)
 					}
 				}
