@@ -250,6 +250,15 @@ const MaxIdempotencyKeyBytes = 255
 // Units returns Quantity, or 1 when it is 0 (not given).
 func (r OrderRequest) Units() int { return max(r.Quantity, 1) }
 
+// CheckQuantity returns EInvalid unless the request asks for 1 to the
+// voucher's limit per buyer of units.
+func CheckQuantity(v *Voucher, r OrderRequest) error {
+	if r.Quantity < 0 || r.Units() > v.BuyerLimit() {
+		return Errorf(EInvalid, "quantity must be 1 to %d, the voucher's limit per buyer", v.BuyerLimit())
+	}
+	return nil
+}
+
 // Payment is the payment provider's word that an order was paid.
 type Payment struct {
 	// ID is the provider's id of the payment: the same payment sent again
@@ -278,15 +287,30 @@ type VoucherService interface {
 	FindVouchers(ctx context.Context, before int64, limit int) ([]*Voucher, error)
 }
 
-// OrderService takes and finds orders.
+// OrderService takes, finds and ends orders.
 type OrderService interface {
-	// PlaceOrder takes one order of voucherID for userID. It returns
-	// ENotFound, ENotStarted, EEnded, ESoldOut, EDuplicateOrder or EBusy
-	// when the order is refused, and EUnavailable (with a RetryAfter) when
-	// a server it needs cannot be reached.
-	PlaceOrder(ctx context.Context, voucherID, userID int64) (*Order, error)
+	// PlaceOrder takes an order of req.Units() units of a voucher for a
+	// user: created, or awaiting payment when the voucher has a payment
+	// window (pending first in the async strategy). It returns EInvalid
+	// for a quantity outside 1 to the voucher's limit, ENotFound,
+	// ENotStarted, EEnded, ESoldOut (fewer units left than asked),
+	// EDuplicateOrder (a limit of 1) or ELimitReached, or EBusy when it is
+	// refused, and EUnavailable (with a RetryAfter) when a server it needs
+	// cannot be reached.
+	PlaceOrder(ctx context.Context, req OrderRequest) (*Order, error)
 	// FindOrder returns the order with the given id, or ENotFound.
 	FindOrder(ctx context.Context, id int64) (*Order, error)
+	// CancelOrder cancels the user's order awaiting payment and puts its
+	// units back on sale; the same cancel again answers the same. It
+	// returns ENotFound (also for another user's order), EAlreadyPaid or
+	// EOrderClosed (expired, or final without a payment step).
+	CancelOrder(ctx context.Context, id, userID int64) (*Order, error)
+	// PayOrder records the payment provider's payment of an order awaiting
+	// payment; the same payment again answers the same. It returns
+	// ENotFound, EAlreadyPaid (another payment paid it), EOrderClosed
+	// (cancelled, expired, or final: the provider refunds) or EInvalid (a
+	// wrong amount).
+	PayOrder(ctx context.Context, p Payment) (*Order, error)
 }
 
 // IDGenerator hands out unique 64-bit IDs.

@@ -23,10 +23,10 @@ import (
 // processes each commit their own batches; the voucher's row lock runs them
 // one after another.
 //
-// Answers: created for a buyer served, sold_out for one whose turn came
-// after the stock ran out (first come, first served within a batch),
-// duplicate_order for a buyer who has an order already or earlier in the
-// same batch. When the batch's transaction fails every order of it gets the
+// Answers: created (or awaiting_payment) for a buyer served, sold_out for
+// one whose turn came after fewer units were left than asked (first come,
+// first served within a batch), duplicate_order or limit_reached for a
+// buyer whose orders, stored or earlier in the same batch, leave no room. When the batch's transaction fails every order of it gets the
 // failure (unavailable when the database is unreachable or the commit runs
 // out of time, busy when it kept losing lock races) and nothing of it is
 // stored.
@@ -43,17 +43,18 @@ var _ flashsale.OrderService = (*batch)(nil)
 // batch has taken the order, PlaceOrder returns that batch's answer, also
 // when ctx ends meanwhile, so no buyer is told an order failed that the
 // database holds. The wait for a batch is bounded by batchCommitTimeout.
-func (s *batch) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
-	if err := s.open(ctx, voucherID); err != nil {
-		return nil, err
-	}
-	o, err := s.newOrder(ctx, voucherID, userID)
+func (s *batch) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
+	v, err := s.open(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	g, ok := s.groups.Load(voucherID)
+	o, err := s.newOrder(ctx, v, req)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := s.groups.Load(v.ID)
 	if !ok {
-		g, _ = s.groups.LoadOrStore(voucherID, &group{voucherID: voucherID, db: s.cfg.DB, max: s.cfg.BatchMax})
+		g, _ = s.groups.LoadOrStore(v.ID, &group{voucher: v, db: s.cfg.DB, max: s.cfg.BatchMax})
 	}
 	return g.(*group).place(ctx, o)
 }

@@ -84,7 +84,7 @@ func runSeller(url string) error {
 	for range 32 {
 		wg.Go(func() {
 			for user := range attempts {
-				o, err := s.PlaceOrder(ctx, vid, user)
+				o, err := s.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: vid, UserID: user})
 				if err == nil {
 					out.Lock()
 					fmt.Fprintf(os.Stdout, "created %d %d\n", user, o.ID)

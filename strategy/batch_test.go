@@ -46,7 +46,7 @@ func TestBatchSellsExactlyTheStock(t *testing.T) {
 			)
 			for _, user := range attempts {
 				wg.Go(func() {
-					o, err := s.PlaceOrder(context.Background(), vid, user)
+					o, err := s.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: vid, UserID: user})
 					mu.Lock()
 					defer mu.Unlock()
 					codes[flashsale.ErrorCode(err)]++
@@ -119,7 +119,7 @@ func TestBatchCallerLeaving(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(ctx, wait)
 			defer cancel()
-			_, err := s.PlaceOrder(ctx, vid, user)
+			_, err := s.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: vid, UserID: user})
 			c <- err
 		}()
 		return c
@@ -184,7 +184,7 @@ func TestBatchMySQLStopped(t *testing.T) {
 				next++
 				user := next
 				mu.Unlock()
-				o, err := s.PlaceOrder(context.Background(), vid, user)
+				o, err := s.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: vid, UserID: user})
 				fe, _ := errors.AsType[*flashsale.Error](err)
 				mu.Lock()
 				codes[flashsale.ErrorCode(err)]++

@@ -25,7 +25,7 @@ func BenchmarkHotVoucherOrders(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := s.PlaceOrder(context.Background(), vid, user.Add(1)); err != nil {
+					if _, err := s.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: vid, UserID: user.Add(1)}); err != nil {
 						b.Errorf("PlaceOrder: %v", err)
 						return
 					}

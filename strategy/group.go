@@ -23,9 +23,9 @@ const defaultBatchMax = 500
 // group collects one voucher's orders in this process and commits them in
 // batches, one batch at a time.
 type group struct {
-	voucherID int64
-	db        *store.DB
-	max       int
+	voucher *flashsale.Voucher
+	db      *store.DB
+	max     int
 
 	mu         sync.Mutex
 	queue      []*request // in arrival order
@@ -104,6 +104,21 @@ func (g *group) next() []*request {
 	return batch
 }
 
+// overLimit returns the refusal of an order SellBatch found past its
+// buyer's limit, naming the buyer's order when the limit is 1.
+func (g *group) overLimit(ctx context.Context, o *flashsale.Order) error {
+	units, latest, err := g.db.BuyerUnits(ctx, o.VoucherID, o.UserID)
+	if err != nil {
+		// Only the naming failed: the refusal stands.
+		units, latest = g.voucher.BuyerLimit(), 0
+	}
+	if err := overLimit(g.voucher, units, o.Units(), latest); err != nil {
+		return err
+	}
+	// An order earlier in the same batch took the room.
+	return overLimit(g.voucher, g.voucher.BuyerLimit(), o.Units(), latest)
+}
+
 // commit runs one batch's transaction and answers each of its requests.
 func (g *group) commit(batch []*request) {
 	orders := make([]flashsale.Order, len(batch))
@@ -112,7 +127,7 @@ func (g *group) commit(batch []*request) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchCommitTimeout)
 	defer cancel()
-	sales, err := g.db.SellBatch(ctx, g.voucherID, orders)
+	sales, err := g.db.SellBatch(ctx, g.voucher.ID, orders)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && flashsale.ErrorCode(err) == flashsale.EInternal {
 		err = fmt.Errorf("%w: %w", &flashsale.Error{Code: flashsale.EUnavailable, Message: "the database did not answer in time; try again shortly", RetryAfter: time.Second}, err)
 	}
@@ -126,7 +141,7 @@ func (g *group) commit(batch []*request) {
 			*r.order = orders[i]
 			r.done <- nil
 		case store.Conflict:
-			r.done <- duplicateOrder()
+			r.done <- g.overLimit(ctx, r.order)
 		default:
 			r.done <- soldOut()
 		}

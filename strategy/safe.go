@@ -8,45 +8,46 @@ import (
 	"github.com/flashsale/flashsale/store"
 )
 
-// conditional decrements with "remaining > 0" in the WHERE clause and
+// conditional decrements with "remaining >= q" in the WHERE clause and
 // inserts the order in the same transaction, so the database serialises
-// buyers on the voucher's row and the unique index rolls back a second
-// order of one buyer.
+// buyers on the voucher's row and buyer_units' CHECK rolls back an order
+// that takes its buyer past the limit.
 type conditional struct{ *base }
 
 var _ flashsale.OrderService = (*conditional)(nil)
 
-func (s *conditional) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
-	if err := s.open(ctx, voucherID); err != nil {
-		return nil, err
-	}
-	o, err := s.newOrder(ctx, voucherID, userID)
+func (s *conditional) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
+	v, err := s.open(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.DB.Tx(ctx, func(tx *store.Tx) error { return s.take(ctx, tx, o) }); err != nil {
+	o, err := s.newOrder(ctx, v, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.DB.Tx(ctx, func(tx *store.Tx) error { return s.take(ctx, tx, v, o) }); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
-// take is the transaction both safe strategies run: refuse a repeat buyer,
-// decrement conditionally, insert.
-func (s *base) take(ctx context.Context, tx *store.Tx, o *flashsale.Order) error {
-	if err := refuseRepeat(ctx, tx.Queries, o.VoucherID, o.UserID); err != nil {
+// take is the transaction both safe strategies run: refuse a buyer at the
+// limit, decrement conditionally, insert.
+func (s *base) take(ctx context.Context, tx *store.Tx, v *flashsale.Voucher, o *flashsale.Order) error {
+	if err := checkLimit(ctx, tx.Queries, v, o); err != nil {
 		return err
 	}
 	if err := s.raceWindow(ctx); err != nil {
 		return err
 	}
-	ok, err := tx.DecrementRemaining(ctx, o.VoucherID, 1)
+	ok, err := tx.DecrementRemaining(ctx, o.VoucherID, o.Units())
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return soldOut()
 	}
-	return tx.InsertOrder(ctx, o)
+	return tx.InsertOrder(ctx, o, v.BuyerLimit())
 }
 
 // locked holds a distributed lock per buyer and voucher around the same
@@ -56,24 +57,25 @@ type locked struct{ *base }
 
 var _ flashsale.OrderService = (*locked)(nil)
 
-func (s *locked) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
-	if err := s.open(ctx, voucherID); err != nil {
+func (s *locked) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
+	v, err := s.open(ctx, req)
+	if err != nil {
 		return nil, err
 	}
-	o, err := s.newOrder(ctx, voucherID, userID)
+	o, err := s.newOrder(ctx, v, req)
 	if err != nil {
 		return nil, err
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
 	defer cancel()
-	l, err := s.cfg.Locks.Mutex(fmt.Sprintf("order:%d:%d", voucherID, userID)).Lock(waitCtx)
+	l, err := s.cfg.Locks.Mutex(fmt.Sprintf("order:%d:%d", v.ID, req.UserID)).Lock(waitCtx)
 	if err != nil {
 		return nil, lockError(ctx, "user lock", err)
 	}
 	defer l.Unlock(context.WithoutCancel(ctx)) //nolint:errcheck // the order is committed or not either way; an expired lock has nothing left to release
 	// Run the transaction under the lock's context: if the lock is lost
 	// (its lease could not be renewed), the transaction is abandoned.
-	if err := s.cfg.DB.Tx(l.Context(), func(tx *store.Tx) error { return s.take(l.Context(), tx, o) }); err != nil {
+	if err := s.cfg.DB.Tx(l.Context(), func(tx *store.Tx) error { return s.take(l.Context(), tx, v, o) }); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -68,10 +68,12 @@ type stocklock struct {
 
 var _ flashsale.OrderService = (*stocklock)(nil)
 
-func (s *stocklock) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
-	if err := s.open(ctx, voucherID); err != nil {
+func (s *stocklock) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
+	v, err := s.open(ctx, req)
+	if err != nil {
 		return nil, err
 	}
+	voucherID := v.ID
 	waitCtx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
 	defer cancel()
 	h, err := s.cfg.Locker.Lock(waitCtx, "stock:"+strconv.FormatInt(voucherID, 10))
@@ -86,29 +88,30 @@ func (s *stocklock) PlaceOrder(ctx context.Context, voucherID, userID int64) (*f
 			return nil, cmp.Or(err, staleLock())
 		}
 	}
-	n, err := s.readStock(ctx, voucherID, userID)
+	n, err := s.readStock(ctx, v, req)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.pause(ctx); err != nil {
 		return nil, err
 	}
+	q := req.Units()
 	if f := h.Fence(); f > 0 {
-		ok, err := s.cfg.DB.SetRemainingFenced(ctx, voucherID, n-1, f)
+		ok, err := s.cfg.DB.SetRemainingFenced(ctx, voucherID, n-q, f)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return nil, staleLock()
 		}
-	} else if err := s.cfg.DB.SetRemaining(ctx, voucherID, n-1); err != nil {
+	} else if err := s.cfg.DB.SetRemaining(ctx, voucherID, n-q); err != nil {
 		return nil, err
 	}
-	o, err := s.newOrder(ctx, voucherID, userID)
+	o, err := s.newOrder(ctx, v, req)
 	if err != nil {
 		return nil, err
 	}
-	return o, s.cfg.DB.InsertOrder(ctx, o)
+	return o, s.cfg.DB.InsertOrder(ctx, o, v.BuyerLimit())
 }
 
 // staleLock is the EBusy error of a holder whose fence was refused.

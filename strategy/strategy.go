@@ -20,9 +20,12 @@
 //     orders of one voucher share one transaction, one decrement and one
 //     multi-row insert.
 //
-// In every strategy the database's UNIQUE (voucher_id, user_id) index stays
-// the last line of defence; a race that would have made a second order for
-// a buyer surfaces as EDuplicateOrder.
+// In every strategy the database's buyer_units CHECK stays the last line of
+// defence for the limit per buyer; a race that would have taken a buyer
+// past it surfaces as EDuplicateOrder (a limit of 1) or ELimitReached.
+// Every strategy cancels, pays and expires orders through package
+// lifecycle; the unsafe ones refuse vouchers with a payment window or a
+// limit above 1 (NewVoucherService).
 package strategy
 
 import (
@@ -33,6 +36,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/lifecycle"
 	"github.com/flashsale/flashsale/lock"
 	"github.com/flashsale/flashsale/store"
 )
@@ -69,8 +73,12 @@ type Config struct {
 	// BatchMax caps the orders of one batch of the batch strategy. Default
 	// 500.
 	BatchMax int
-	// Now is the clock for the sale window; time.Now by default.
+	// Now is the clock for the sale window and payment windows; time.Now
+	// by default.
 	Now func() time.Time
+	// Lifecycle cancels and pays orders; by default one on DB without a
+	// Restocker. Serve passes the one whose expirer it runs.
+	Lifecycle *lifecycle.Service
 }
 
 // New returns the named strategy.
@@ -93,7 +101,10 @@ func New(name string, cfg Config) (flashsale.OrderService, error) {
 	if cfg.BatchMax <= 0 {
 		cfg.BatchMax = defaultBatchMax
 	}
-	b := &base{cfg: cfg}
+	if cfg.Lifecycle == nil {
+		cfg.Lifecycle = lifecycle.New(cfg.DB, lifecycle.Config{Now: cfg.Now})
+	}
+	b := &base{cfg: cfg, Service: cfg.Lifecycle}
 	switch name {
 	case "naive":
 		return &naive{b}, nil
@@ -124,34 +135,50 @@ func New(name string, cfg Config) (flashsale.OrderService, error) {
 }
 
 // base holds what every strategy shares: the sale-window check on cached
-// voucher metadata, order construction and order lookup.
+// voucher metadata, order construction, order lookup, and the order's life
+// after it is placed (the embedded lifecycle.Service).
 type base struct {
+	*lifecycle.Service
 	cfg Config
-	// windows caches each voucher's sale window: it never changes after
-	// creation, so one read serves every later order.
-	windows sync.Map // int64 → *flashsale.Voucher
+	// vouchers caches each voucher's row: nothing in it but the stock
+	// figures changes after creation, so one read serves every later order.
+	vouchers sync.Map // int64 → *flashsale.Voucher
 }
 
-// open checks that the voucher exists and is on sale now.
-func (b *base) open(ctx context.Context, voucherID int64) error {
-	v, ok := b.windows.Load(voucherID)
-	if !ok {
-		found, err := b.cfg.DB.FindVoucher(ctx, voucherID)
-		if err != nil {
-			return err
-		}
-		v, _ = b.windows.LoadOrStore(voucherID, found)
+// open checks that the voucher exists and is on sale now, and that the
+// request's quantity is within the voucher's limit, and returns it.
+func (b *base) open(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Voucher, error) {
+	if req.UserID <= 0 {
+		return nil, flashsale.Errorf(flashsale.EInvalid, "user id must be positive")
 	}
-	return v.(*flashsale.Voucher).CheckWindow(b.cfg.Now())
+	v, ok := b.vouchers.Load(req.VoucherID)
+	if !ok {
+		found, err := b.cfg.DB.Voucher(ctx, req.VoucherID)
+		if err != nil {
+			return nil, err
+		}
+		v, _ = b.vouchers.LoadOrStore(req.VoucherID, found)
+	}
+	voucher := v.(*flashsale.Voucher)
+	if err := flashsale.CheckQuantity(voucher, req); err != nil {
+		return nil, err
+	}
+	return voucher, voucher.CheckWindow(b.cfg.Now())
 }
 
-// newOrder returns a created order with a fresh id.
-func (b *base) newOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
+// newOrder returns a new order of the request with a fresh id: awaiting
+// payment until now plus the voucher's payment window, or created when it
+// has none.
+func (b *base) newOrder(ctx context.Context, v *flashsale.Voucher, req flashsale.OrderRequest) (*flashsale.Order, error) {
 	id, err := b.cfg.IDs.NextID(ctx)
 	if err != nil {
 		return nil, idError(err)
 	}
-	return &flashsale.Order{ID: id, VoucherID: voucherID, UserID: userID, Status: flashsale.StatusCreated}, nil
+	o := &flashsale.Order{ID: id, VoucherID: v.ID, UserID: req.UserID, Quantity: req.Units(), Status: flashsale.StatusCreated, IdempotencyKey: req.IdempotencyKey}
+	if w := v.PaymentWindow(); w > 0 {
+		o.Status, o.PayBy = flashsale.StatusAwaitingPayment, b.cfg.Now().Add(w).UTC().Truncate(flashsale.TimePrecision)
+	}
+	return o, nil
 }
 
 // FindOrder returns an order from the database.
@@ -179,16 +206,29 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// refuseRepeat returns EDuplicateOrder when the user already has an order.
-func refuseRepeat(ctx context.Context, c store.Queries, voucherID, userID int64) error {
-	has, err := c.HasOrder(ctx, voucherID, userID)
+// checkLimit refuses an order that would take its buyer past the
+// voucher's limit: EDuplicateOrder naming the buyer's order for a limit of
+// 1, ELimitReached above.
+func checkLimit(ctx context.Context, c store.Queries, v *flashsale.Voucher, o *flashsale.Order) error {
+	units, latest, err := c.BuyerUnits(ctx, v.ID, o.UserID)
 	if err != nil {
 		return err
 	}
-	if has {
+	return overLimit(v, units, o.Units(), latest)
+}
+
+// overLimit returns the refusal of an order of q units by a buyer whose
+// live orders hold units, the latest of them latest, or nil when it fits.
+func overLimit(v *flashsale.Voucher, units, q int, latest int64) error {
+	switch {
+	case units+q <= v.BuyerLimit():
+		return nil
+	case v.BuyerLimit() == 1 && latest > 0:
+		return flashsale.Errorf(flashsale.EDuplicateOrder, "you already have order %d for this voucher", latest)
+	case v.BuyerLimit() == 1:
 		return duplicateOrder()
 	}
-	return nil
+	return flashsale.Errorf(flashsale.ELimitReached, "a buyer may hold %d units of this voucher; your orders hold %d", v.BuyerLimit(), units)
 }
 
 // idError reports a failure to get an id as EUnavailable, keeping the cause

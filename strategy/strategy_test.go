@@ -63,7 +63,7 @@ func (f *fixture) strategy(t testing.TB, name string, raceWindow time.Duration) 
 func (f *fixture) voucher(t testing.TB, stock int) int64 {
 	t.Helper()
 	v := &flashsale.Voucher{Title: "t", Stock: stock, BeginTime: time.Now().Add(-time.Hour), EndTime: time.Now().Add(time.Hour)}
-	if err := strategy.NewVoucherService(f.db, f.ids).CreateVoucher(context.Background(), v); err != nil {
+	if err := strategy.NewVoucherService(f.db, f.ids, "conditional").CreateVoucher(context.Background(), v); err != nil {
 		t.Fatal(err)
 	}
 	return v.ID
@@ -79,7 +79,7 @@ func sale(t *testing.T, s flashsale.OrderService, voucherID int64, buyers int) m
 	)
 	for u := range buyers {
 		wg.Go(func() {
-			_, err := s.PlaceOrder(context.Background(), voucherID, int64(u+1))
+			_, err := s.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: voucherID, UserID: int64(u+1)})
 			code := flashsale.ErrorCode(err)
 			if code == flashsale.EInternal {
 				t.Errorf("buyer %d: internal error %v", u+1, err)
@@ -174,7 +174,7 @@ func TestSafeStrategiesOnCluster(t *testing.T) {
 			vid = f.voucher(t, stock)
 			var wg sync.WaitGroup
 			for range clicks {
-				wg.Go(func() { _, _ = s.PlaceOrder(ctx, vid, 42) })
+				wg.Go(func() { _, _ = s.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: vid, UserID: 42}) })
 			}
 			wg.Wait()
 			if a, err := f.db.AuditVoucher(ctx, vid); err != nil || a.Orders != 1 {
@@ -216,7 +216,7 @@ func TestOneOrderPerBuyer(t *testing.T) {
 			)
 			for range clicks {
 				wg.Go(func() {
-					_, err := s.PlaceOrder(context.Background(), vid, 42)
+					_, err := s.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: vid, UserID: 42})
 					mu.Lock()
 					codes[flashsale.ErrorCode(err)]++
 					mu.Unlock()
@@ -243,7 +243,7 @@ func TestSaleWindowAndUnknownVoucher(t *testing.T) {
 	ctx := context.Background()
 	mk := func(begin, end time.Time) int64 {
 		v := &flashsale.Voucher{Title: "w", Stock: 1, BeginTime: begin, EndTime: end}
-		if err := strategy.NewVoucherService(f.db, f.ids).CreateVoucher(ctx, v); err != nil {
+		if err := strategy.NewVoucherService(f.db, f.ids, "conditional").CreateVoucher(ctx, v); err != nil {
 			t.Fatal(err)
 		}
 		return v.ID
@@ -257,7 +257,7 @@ func TestSaleWindowAndUnknownVoucher(t *testing.T) {
 			code    string
 		}{{future, flashsale.ENotStarted}, {past, flashsale.EEnded}, {987654321, flashsale.ENotFound}}
 		for _, tt := range tests {
-			if _, err := s.PlaceOrder(ctx, tt.voucher, 1); flashsale.ErrorCode(err) != tt.code {
+			if _, err := s.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: tt.voucher, UserID: 1}); flashsale.ErrorCode(err) != tt.code {
 				t.Errorf("%s: voucher %d: %v, want %s", name, tt.voucher, err, tt.code)
 			}
 		}
@@ -299,7 +299,7 @@ func TestLockStrategyWithRedisDownIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = s.PlaceOrder(context.Background(), vid, 1)
+	_, err = s.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: vid, UserID: 1})
 	fe, ok := errors.AsType[*flashsale.Error](err)
 	if !ok || fe.Code != flashsale.EUnavailable || fe.RetryAfter <= 0 {
 		t.Fatalf("PlaceOrder with the lock's Redis down: %v; want an unavailable error with a Retry-After", err)
