@@ -47,7 +47,7 @@ func TestStocklockFenceRefusesAHolderPausedPastItsLease(t *testing.T) {
 	)
 	for u := range buyers {
 		wg.Go(func() {
-			_, err := instances[u%3].PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: vid, UserID: int64(u+1)})
+			_, err := instances[u%3].PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: vid, UserID: int64(u + 1)})
 			mu.Lock()
 			defer mu.Unlock()
 			switch code := flashsale.ErrorCode(err); {

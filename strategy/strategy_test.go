@@ -79,7 +79,7 @@ func sale(t *testing.T, s flashsale.OrderService, voucherID int64, buyers int) m
 	)
 	for u := range buyers {
 		wg.Go(func() {
-			_, err := s.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: voucherID, UserID: int64(u+1)})
+			_, err := s.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: voucherID, UserID: int64(u + 1)})
 			code := flashsale.ErrorCode(err)
 			if code == flashsale.EInternal {
 				t.Errorf("buyer %d: internal error %v", u+1, err)
