@@ -61,6 +61,8 @@ func decodeError(err error) error {
 		tooBig *http.MaxBytesError
 	)
 	switch {
+	case flashsale.ErrorCode(err) != flashsale.EInternal: // a field's own UnmarshalJSON
+		return err
 	case errors.Is(err, io.EOF):
 		return flashsale.Errorf(flashsale.EInvalid, "the body is empty; a JSON object is required")
 	case errors.As(err, &tooBig):

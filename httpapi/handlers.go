@@ -20,6 +20,9 @@ type createVoucherRequest struct {
 	PayValue    int64   `json:"pay_value"`
 	ActualValue int64   `json:"actual_value"`
 	Shards      *int    `json:"shards"` // default 1
+	// PaymentWindowSeconds: 0 (the default) for no payment step.
+	PaymentWindowSeconds int  `json:"payment_window_seconds"`
+	LimitPerBuyer        *int `json:"limit_per_buyer"` // default 1
 }
 
 func (req *createVoucherRequest) voucher() (*flashsale.Voucher, error) {
@@ -34,6 +37,8 @@ func (req *createVoucherRequest) voucher() (*flashsale.Voucher, error) {
 		return nil, flashsale.Errorf(flashsale.EInvalid, `field "end_time" is required`)
 	case req.Shards != nil && *req.Shards < 1:
 		return nil, flashsale.Errorf(flashsale.EInvalid, "shards must be 1 to %d", flashsale.MaxShards)
+	case req.LimitPerBuyer != nil && *req.LimitPerBuyer < 1:
+		return nil, flashsale.Errorf(flashsale.EInvalid, "limit_per_buyer must be 1 to %d", flashsale.MaxLimitPerBuyer)
 	}
 	begin, err := parseTime("begin_time", *req.BeginTime)
 	if err != nil {
@@ -44,16 +49,21 @@ func (req *createVoucherRequest) voucher() (*flashsale.Voucher, error) {
 		return nil, err
 	}
 	v := &flashsale.Voucher{
-		Title:       *req.Title,
-		Stock:       *req.Stock,
-		PayValue:    req.PayValue,
-		ActualValue: req.ActualValue,
-		BeginTime:   begin,
-		EndTime:     end,
-		Shards:      1,
+		Title:                *req.Title,
+		Stock:                *req.Stock,
+		PayValue:             req.PayValue,
+		ActualValue:          req.ActualValue,
+		BeginTime:            begin,
+		EndTime:              end,
+		Shards:               1,
+		LimitPerBuyer:        1,
+		PaymentWindowSeconds: req.PaymentWindowSeconds,
 	}
 	if req.Shards != nil {
 		v.Shards = *req.Shards
+	}
+	if req.LimitPerBuyer != nil {
+		v.LimitPerBuyer = *req.LimitPerBuyer
 	}
 	return v, v.Validate()
 }
@@ -101,65 +111,4 @@ func (s *Server) getVoucher(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
-}
-
-// orderResponse is the body of a placed order.
-type orderResponse struct {
-	OrderID string                `json:"order_id"`
-	Status  flashsale.OrderStatus `json:"status"`
-}
-
-func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
-	userID, err := s.user(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.limit(r, userID); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	voucherID, err := pathID(r, "id")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	o, err := s.Orders.PlaceOrder(r.Context(), voucherID, userID)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, orderResponse{OrderID: formatID(o.ID), Status: o.Status})
-}
-
-// getOrder shows an order to its owner (or the admin). Anyone else gets
-// not_found, so order ids cannot be probed for existence.
-func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
-	tok, err := bearer(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	isAdmin := s.Auth.IsAdmin(tok)
-	var userID int64
-	if !isAdmin {
-		if userID, err = s.Auth.User(tok); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	o, err := s.Orders.FindOrder(r.Context(), id)
-	if err == nil && !isAdmin && o.UserID != userID {
-		err = flashsale.Errorf(flashsale.ENotFound, "order %d not found", id)
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, o)
 }

@@ -49,6 +49,20 @@ type Server struct {
 	TrustProxy bool
 	Ready      ReadyFunc
 	Logger     *slog.Logger
+	// PaymentSecret is the key the payment provider signs its webhook
+	// with; without it POST /api/payments answers unavailable.
+	PaymentSecret []byte
+	// Now is the clock the webhook's signature timestamp is checked
+	// against (default time.Now).
+	Now func() time.Time
+}
+
+// now returns the server's time.
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // Handler returns the API's routes.
@@ -81,6 +95,8 @@ func (s *Server) routes() []route {
 		{"GET", "/api/vouchers/{id}", s.getVoucher},
 		{"POST", "/api/vouchers/{id}/orders", s.placeOrder},
 		{"GET", "/api/orders/{id}", s.getOrder},
+		{"POST", "/api/orders/{id}/cancel", s.cancelOrder},
+		{"POST", "/api/payments", s.payment},
 	}
 }
 

@@ -103,6 +103,19 @@ func (db *DB) FindOrderByUser(ctx context.Context, voucherID, userID int64) (*fl
 	return o, nil
 }
 
+// FindOrderByKey returns the user's order of the voucher placed with the
+// idempotency key, or ENotFound.
+func (db *DB) FindOrderByKey(ctx context.Context, voucherID, userID int64, key string) (*flashsale.Order, error) {
+	o, err := scanOrder(db.r.QueryRowContext(ctx, "SELECT "+orderColumns+" FROM orders WHERE voucher_id = ? AND user_id = ? AND idempotency_key = ?", voucherID, userID, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, flashsale.Errorf(flashsale.ENotFound, "user %d has no order for voucher %d with key %q", userID, voucherID, key)
+	}
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("find order of user %d for voucher %d by key", userID, voucherID), err)
+	}
+	return o, nil
+}
+
 // MaxOrderID returns the highest order id stored, or 0 when there is none:
 // the ID generator's high-water mark after a restart.
 func (db *DB) MaxOrderID(ctx context.Context) (int64, error) {

@@ -104,7 +104,16 @@ func New(name string, cfg Config) (flashsale.OrderService, error) {
 	if cfg.Lifecycle == nil {
 		cfg.Lifecycle = lifecycle.New(cfg.DB, lifecycle.Config{Now: cfg.Now})
 	}
-	b := &base{cfg: cfg, Service: cfg.Lifecycle}
+	s, err := newStrategy(name, &base{cfg: cfg, Service: cfg.Lifecycle})
+	if err != nil {
+		return nil, err
+	}
+	return keyed{s, cfg.DB}, nil
+}
+
+// newStrategy returns the named strategy on b.
+func newStrategy(name string, b *base) (flashsale.OrderService, error) {
+	cfg := b.cfg
 	switch name {
 	case "naive":
 		return &naive{b}, nil
@@ -132,6 +141,25 @@ func New(name string, cfg Config) (flashsale.OrderService, error) {
 	default:
 		return nil, fmt.Errorf("strategy: unknown strategy %q", name)
 	}
+}
+
+// keyed answers a request whose idempotency key placed an order already
+// with that order: a retry after the instance that placed it died before it
+// answered (see package idempotency). The key's unique index in the store
+// refuses a second order of one key that races past this check.
+type keyed struct {
+	flashsale.OrderService
+	db *store.DB
+}
+
+func (s keyed) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
+	if req.IdempotencyKey != "" {
+		o, err := s.db.FindOrderByKey(ctx, req.VoucherID, req.UserID, req.IdempotencyKey)
+		if flashsale.ErrorCode(err) != flashsale.ENotFound {
+			return o, err
+		}
+	}
+	return s.OrderService.PlaceOrder(ctx, req)
 }
 
 // base holds what every strategy shares: the sale-window check on cached

@@ -1,0 +1,186 @@
+// Package idempotency answers a retried order request with the answer of
+// the first: a buyer who sends the same Idempotency-Key for the same
+// voucher within Config.KeepFor gets that answer again, whatever it was (an
+// order, or a refusal such as sold_out), and never a second order — also
+// when the requests arrive at once on several instances. A key sent again
+// with another quantity is EInvalid.
+//
+// The first request claims the key in Redis, atomically, with a lease; the
+// others wait for its answer. An answer that says "try again" (busy,
+// unavailable, rate limited) is not kept: the retry runs anew. The key
+// lives under the voucher's hash tag, so it works on Redis Cluster. If the
+// instance holding a key dies, its lease runs out and the next retry runs
+// anew; the order the dead instance may have placed carries the key, and
+// the strategies answer a request whose key placed an order with that
+// order.
+package idempotency
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/luascript"
+	"github.com/redis/rueidis"
+)
+
+var (
+	//go:embed claim.lua
+	claimSrc    string
+	claimScript = luascript.New(claimSrc)
+	//go:embed answer.lua
+	answerSrc    string
+	answerScript = luascript.New(answerSrc)
+)
+
+// Config configures Wrap.
+type Config struct {
+	// Prefix starts every key (default "flashsale:").
+	Prefix string
+	// KeepFor is how long an answer is kept (default 24h).
+	KeepFor time.Duration
+	// Lease is how long a request holds its key before it answers
+	// (default 30s): longer than any request takes, so only a dead
+	// instance's key runs out.
+	Lease time.Duration
+	// Wait bounds how long a request waits for another holding its key
+	// (default 10s); then it answers busy.
+	Wait time.Duration
+}
+
+// Orders is an OrderService whose PlaceOrder keeps answers by
+// idempotency key.
+type Orders struct {
+	flashsale.OrderService
+	client rueidis.Client
+	cfg    Config
+}
+
+var _ flashsale.OrderService = (*Orders)(nil)
+
+// Wrap returns next with idempotent PlaceOrder on client.
+func Wrap(next flashsale.OrderService, client rueidis.Client, cfg Config) *Orders {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "flashsale:"
+	}
+	if cfg.KeepFor <= 0 {
+		cfg.KeepFor = 24 * time.Hour
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = 10 * time.Second
+	}
+	return &Orders{OrderService: next, client: client, cfg: cfg}
+}
+
+// PlaceOrder places the order once per idempotency key; a request without
+// one goes straight through.
+func (s *Orders) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
+	if req.IdempotencyKey == "" {
+		return s.OrderService.PlaceOrder(ctx, req)
+	}
+	key := s.key(req)
+	fp := strconv.Itoa(req.Units())
+	token := strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatUint(uint64(tokenSeq.Add(1)), 36)
+	deadline := time.Now().Add(s.cfg.Wait)
+	for {
+		res, err := claimScript.Exec(ctx, s.client, []string{key}, []string{token, fp, ms(s.cfg.Lease)}).ToArray()
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		if won, _ := res[0].AsInt64(); won == 1 {
+			return s.run(ctx, req, key, fp, token)
+		}
+		rec, _ := res[1].ToString()
+		o, err, done := replay(rec, fp)
+		if done {
+			return o, err
+		}
+		if time.Now().After(deadline) {
+			return nil, &flashsale.Error{Code: flashsale.EBusy, Message: "a request with this Idempotency-Key is still in progress; try again", RetryAfter: time.Second}
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// run places the order for the request that holds the key and keeps its
+// answer.
+func (s *Orders) run(ctx context.Context, req flashsale.OrderRequest, key, fp, token string) (*flashsale.Order, error) {
+	o, err := s.OrderService.PlaceOrder(ctx, req)
+	answer := ""
+	if keep(err) {
+		answer = encode(o, err)
+	}
+	// The answer is kept even when the caller has gone: the next retry
+	// must find it.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if werr := answerScript.Exec(actx, s.client, []string{key}, []string{token, fp, answer, ms(s.cfg.KeepFor)}).Error(); werr != nil && answer != "" {
+		// The order stands; a retry finds it by its key in the store.
+		return o, err
+	}
+	return o, err
+}
+
+// key returns the Redis key of a request's idempotency key.
+func (s *Orders) key(req flashsale.OrderRequest) string {
+	return s.cfg.Prefix + "{v" + strconv.FormatInt(req.VoucherID, 10) + "}:idem:" + strconv.FormatInt(req.UserID, 10) + ":" + req.IdempotencyKey
+}
+
+// keep reports whether an answer is kept for retries: all but those that
+// say "try again".
+func keep(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	switch flashsale.ErrorCode(err) {
+	case flashsale.EBusy, flashsale.EUnavailable, flashsale.ERateLimited, flashsale.EInternal:
+		return false
+	}
+	return true
+}
+
+// replay returns the answer in a record of another request, and whether
+// it is final: false while that request still runs.
+func replay(rec, fp string) (*flashsale.Order, error, bool) {
+	state, rest, _ := strings.Cut(rec, "|")
+	recFP, body, _ := strings.Cut(rest, "|")
+	if recFP != fp {
+		return nil, flashsale.Errorf(flashsale.EInvalid, "this Idempotency-Key was used with another request body (quantity %s)", recFP), true
+	}
+	if state != "d" {
+		return nil, nil, false
+	}
+	o, err := decode(body)
+	if err != nil && flashsale.ErrorCode(err) == flashsale.EInternal {
+		return nil, fmt.Errorf("idempotency: a kept answer could not be read: %w", err), true
+	}
+	return o, err, true
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+func unavailable(err error) error {
+	return fmt.Errorf("%w: idempotency: %w", &flashsale.Error{Code: flashsale.EUnavailable, Message: "the idempotency store is unavailable; try again shortly", RetryAfter: time.Second}, err)
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
