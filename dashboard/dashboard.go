@@ -137,7 +137,7 @@ func (d *Dashboard) voucher(w http.ResponseWriter, r *http.Request) {
 	}
 	body.Seconds = d.Live.Seconds(id, metrics.LiveSeconds-1)
 	body.Rates = averageRates(body.Seconds[max(0, len(body.Seconds)-rateSeconds):])
-	body.Latency.P50, body.Latency.P99, body.Latency.Requests = d.Live.Percentiles()
+	body.Latency.P50, body.Latency.P99, body.Latency.Requests = d.Live.Percentiles(id)
 	body.History = d.Sampler.History(id)
 	if !body.Admin { // the pipeline's internals are for operators
 		for i := range body.History {
