@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,14 @@ func TestEndpoints(t *testing.T) {
 		if stats.Voucher.Status != onSale || stats.Latency.Requests != 3 || math.Abs(stats.Latency.P50-10) > 10.0/16 || math.Abs(stats.Latency.P99-10) > 10.0/16 {
 			t.Errorf("stats of voucher 3 (token %q): %+v; want on_sale, 3 requests at 10 ms", token, stats)
 		}
+	}
+	res, err := http.Get(srv.URL + "/dashboard/chart.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/javascript") {
+		t.Errorf("GET /dashboard/chart.js: %d %s; want a script a module may import", res.StatusCode, ct)
 	}
 }
 
