@@ -20,6 +20,7 @@ import (
 // the unsafe rows marked, the verdicts in words, the series consistent
 // with the table, and the table rendered by headless Chromium.
 func TestDemoHTMLReport(t *testing.T) {
+	defer noScratchLeft(t, privateTempDir(t))
 	dir := t.TempDir()
 	jsonPath, htmlPath := filepath.Join(dir, "demo.json"), filepath.Join(dir, "demo.html")
 	var stdout, stderr bytes.Buffer
