@@ -17,7 +17,7 @@ var documented = []string{
 	"strategy", "voucher_id", "instances", "stock", "requests", "accepted", "rejected", "errors", "orders",
 	"distinct_buyers", "duplicate_buyers", "remaining_db", "remaining_redis", "oversold", "lost",
 	"undersold", "stock_drift", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms", "ceiling_rps",
-	"throughput", "latency", // the series behind --html
+	"elapsed_ms", "sold_out_ms", "throughput", "latency", // the series behind --html
 }
 
 func sampleRows() []lab.Row {
