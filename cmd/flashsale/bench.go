@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -81,7 +80,7 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 
 // registerOutput registers the flags of what is written: --json, --wide.
 func (c *benchConfig) registerOutput(fs *flag.FlagSet) {
-	fs.StringVar(&c.jsonPath, "json", "", "also write the runs as JSON to this file")
+	fs.StringVar(&c.jsonPath, "json", "", "also write the setup and the runs as JSON to this file")
 	fs.BoolVar(&c.wide, "wide", false, fmt.Sprintf("print every column of the table (about %d characters wide, the refusals by code last), not the ones that fit 100", wideColumns))
 	registerHTML(fs, c)
 }
@@ -224,7 +223,8 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 	}
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, nil))
-	rows, err := benchRuns(ctx, cfg, logDir, log, stdout, stderr)
+	rep, err := benchRuns(ctx, cfg, logDir, log, stdout, stderr)
+	rows := rep.Runs
 	if len(rows) > 0 {
 		fmt.Fprintln(stdout)
 		write := lab.WriteTable
@@ -239,14 +239,7 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 			say(stdout, v)
 		}
 	}
-	if cfg.jsonPath != "" {
-		if werr := writeJSONFile(cfg.jsonPath, rows); werr != nil {
-			err = errors.Join(err, werr)
-		} else {
-			fmt.Fprintf(stdout, "wrote %s\n", cfg.jsonPath)
-		}
-	}
-	err = errors.Join(err, writeHTML(cfg, rows, stdout))
+	err = errors.Join(err, writeReport(cfg.jsonPath, "--json", rep, lab.WriteJSON, stdout), writeReport(cfg.htmlPath, "--html", rep, lab.WriteHTML, stdout))
 	if err != nil {
 		log.Error("bench failed", "err", err)
 		fmt.Fprintf(stderr, "flashsale bench: logs kept in %s: %s\n", logDir, strings.Join(logNames(logDir), ", "))
@@ -257,15 +250,16 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 }
 
 // benchRuns opens the backends and runs each strategy on fresh instances.
-func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Logger, stdout, stderr io.Writer) ([]lab.Row, error) {
+func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Logger, stdout, stderr io.Writer) (rep lab.Report, _ error) {
+	rep.Setup = cfg.setup()
 	b, err := openBackends(ctx, cfg.backends, log)
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	defer b.Close()
 	secret, err := cfg.jwtSecret.value()
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	admin := cfg.adminToken
 	if cfg.targets == "" {
@@ -273,12 +267,21 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 	}
 	authn, err := auth.New(secret, admin)
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	fl := &fleets{cfg: cfg, b: b, logDir: logDir, secret: secret, admin: admin}
+	rep.Setup.Mode, rep.Setup.Redis, rep.Setup.DB = fl.mode(), fl.redis(), fl.db()
 	say(stdout, fl.describe())
-	say(stdout, describeLoad(cfg))
+	say(stdout, describeLoad(rep.Setup))
 	say(stdout, lab.CeilingNote())
+	rep.Runs, err = fl.runAll(ctx, authn, log, stderr)
+	return rep, err
+}
+
+// runAll runs each strategy's sale on fresh instances and returns a row
+// per run that is worth showing, with the errors that make the bench fail.
+func (fl *fleets) runAll(ctx context.Context, authn *auth.Authenticator, log *slog.Logger, stderr io.Writer) ([]lab.Row, error) {
+	cfg, b, admin := fl.cfg, fl.b, fl.admin
 	var (
 		rows []lab.Row
 		errs []error
@@ -322,22 +325,25 @@ func logNames(dir string) []string {
 	return names
 }
 
-// describeLoad says what load each run gets.
-func describeLoad(cfg benchConfig) string {
-	model := fmt.Sprintf("closed model, %d in flight", cfg.concurrency)
-	if cfg.rate > 0 {
-		model = fmt.Sprintf("open model, %g requests/s (at most %d in flight), latency from the scheduled send time", cfg.rate, cfg.concurrency)
+// setup is what cfg says of how the runs are made; the mode and the
+// backends are the fleets' (benchRuns).
+func (c benchConfig) setup() lab.Setup {
+	s := lab.Setup{Targets: c.targetList(), Instances: c.instances, RaceWindow: c.raceWindow.String(),
+		Stock: c.stock, Shards: max(c.shards, 1), Users: c.users, Requests: c.requests, DoubleClicks: c.doubles, Seed: c.seed,
+		Concurrency: c.concurrency, Rate: c.rate, Machine: lab.Machine()}
+	if c.targets != "" {
+		s.Instances, s.RaceWindow = len(s.Targets), "" // the running servers' own
 	}
-	window := ", race window " + cfg.raceWindow.String()
-	if cfg.targets != "" {
-		window = "" // the running servers' own
-	}
-	return fmt.Sprintf("load: stock %d, %d buyers, %d order attempts (double-click chance %g), %s%s; machine %s/%s, %d CPUs",
-		cfg.stock, cfg.users, cfg.requests, cfg.doubles, model, window, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	return s
 }
 
-func writeJSONFile(path string, rows []lab.Row) error {
-	return writeRows(path, rows, lab.WriteJSON)
+// describeLoad says what load each run gets.
+func describeLoad(s lab.Setup) string {
+	window := ""
+	if s.RaceWindow != "" {
+		window = ", race window " + s.RaceWindow
+	}
+	return fmt.Sprintf("load: %s, %s%s; machine %s", s.Sale(), s.Model(), window, s.Machine)
 }
 
 // randomHex returns n random bytes in hex.
