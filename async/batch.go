@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/store"
 	"github.com/redis/rueidis"
 )
 
@@ -120,7 +119,7 @@ func (w *worker) persist(ctx context.Context, items []item) ([]item, error) {
 		return nil, nil
 	}
 	res, err := w.persistRetry(ctx, items)
-	if errors.Is(err, store.ErrStockShort) {
+	if errors.Is(err, flashsale.ErrStockShort) {
 		if len(items) == 1 {
 			return nil, w.deadLetter(ctx, items[0], "", "", DeadStockShort, err.Error())
 		}
@@ -143,7 +142,7 @@ func (w *worker) persist(ctx context.Context, items []item) ([]item, error) {
 	w.c.alreadyPresent.Add(uint64(res.AlreadyPresent))
 	persisted := make([]item, 0, len(items))
 	for i, out := range res.Outcomes {
-		if out == store.Conflict {
+		if out == flashsale.OutcomeConflict {
 			if err := w.deadLetter(ctx, items[i], "", "", DeadConflict, "conflict: the user has another order for this voucher"); err != nil {
 				return nil, err
 			}
@@ -159,7 +158,7 @@ func (w *worker) persist(ctx context.Context, items []item) ([]item, error) {
 // entries wait, it does not count as a delivery. While retrying it touches
 // every entry handle holds (those waiting to be persisted on their own
 // too), so other consumers do not take them over.
-func (w *worker) persistRetry(ctx context.Context, items []item) (store.PersistResult, error) {
+func (w *worker) persistRetry(ctx context.Context, items []item) (flashsale.PersistResult, error) {
 	orders := make([]flashsale.Order, len(items))
 	for i, it := range items {
 		orders[i] = it.order
@@ -170,7 +169,7 @@ func (w *worker) persistRetry(ctx context.Context, items []item) (store.PersistR
 		actx, cancel := context.WithTimeout(ctx, w.c.cfg.PersistTimeout)
 		res, err := w.c.db.PersistOrders(actx, orders)
 		cancel()
-		if err == nil || errors.Is(err, store.ErrStockShort) {
+		if err == nil || errors.Is(err, flashsale.ErrStockShort) {
 			return res, err
 		}
 		if ctx.Err() != nil {

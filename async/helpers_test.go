@@ -244,7 +244,7 @@ func (e *env) checkSold(v *flashsale.Voucher, accepted []*flashsale.Order) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	want := store.Audit{Stock: v.Stock, Remaining: v.Stock - len(accepted), Orders: len(accepted), DistinctBuyers: len(accepted)}
+	want := flashsale.Audit{Stock: v.Stock, Remaining: v.Stock - len(accepted), Orders: len(accepted), DistinctBuyers: len(accepted)}
 	if a != want {
 		e.t.Errorf("MySQL audit = %+v, want %+v", a, want)
 	}

@@ -94,7 +94,7 @@ type helperPersister struct {
 }
 
 // PersistOrders implements Persister.
-func (p *helperPersister) PersistOrders(ctx context.Context, orders []flashsale.Order) (store.PersistResult, error) {
+func (p *helperPersister) PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error) {
 	if p.poison != 0 && slices.ContainsFunc(orders, func(o flashsale.Order) bool { return o.ID == p.poison }) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashsale/flashsale/store"
 	"github.com/redis/rueidis"
 )
 
@@ -98,14 +97,18 @@ type deadLetter struct {
 	reason      string
 }
 
+// legacyStockShort starts the reason of a stock-short dead letter written
+// before dead letters had a kind: the store's error text then.
+const legacyStockShort = "store: stock short"
+
 // stockShort reports whether the order was dead-lettered because MySQL had
 // no stock left for it. An entry without a kind (written before kinds
-// existed) tells by its reason, which then quotes store.ErrStockShort.
+// existed) tells by its reason, which then quotes legacyStockShort.
 func (dl deadLetter) stockShort() bool {
 	if dl.kind != "" {
 		return dl.kind == DeadStockShort
 	}
-	return strings.Contains(dl.reason, store.ErrStockShort.Error())
+	return strings.Contains(dl.reason, legacyStockShort)
 }
 
 // Check reports the differences of one voucher, repairing nothing. It

@@ -13,10 +13,10 @@ import (
 
 // Persister stores batches of accepted orders: the Consumer's store.
 // PersistOrders must be idempotent and all-or-nothing, and must return an
-// error wrapping store.ErrStockShort when the batch needs more stock than
+// error wrapping flashsale.ErrStockShort when the batch needs more stock than
 // is left.
 type Persister interface {
-	PersistOrders(ctx context.Context, orders []flashsale.Order) (store.PersistResult, error)
+	PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error)
 }
 
 // VoucherStore keeps vouchers: the Service's store.
@@ -43,7 +43,7 @@ type VoucherStore interface {
 type AuditStore interface {
 	ListVouchers(ctx context.Context) ([]*flashsale.Voucher, error)
 	Voucher(ctx context.Context, id int64) (*flashsale.Voucher, error)
-	AuditVoucher(ctx context.Context, id int64) (store.Audit, error)
+	AuditVoucher(ctx context.Context, id int64) (flashsale.Audit, error)
 	HeldOrders(ctx context.Context, voucherID int64) ([]flashsale.Order, error)
 }
 

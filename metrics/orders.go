@@ -7,7 +7,6 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async"
-	"github.com/flashsale/flashsale/store"
 )
 
 // Orders returns svc with every PlaceOrder counted in
@@ -49,14 +48,14 @@ type persister struct {
 
 var _ async.Persister = (*persister)(nil)
 
-func (p *persister) PersistOrders(ctx context.Context, batch []flashsale.Order) (store.PersistResult, error) {
+func (p *persister) PersistOrders(ctx context.Context, batch []flashsale.Order) (flashsale.PersistResult, error) {
 	start := time.Now()
 	res, err := p.p.PersistOrders(ctx, batch)
 	switch {
 	case err == nil:
 		p.m.persistTime.Observe(time.Since(start).Seconds())
 		p.m.batchSize.Observe(float64(len(batch)))
-	case !errors.Is(err, store.ErrStockShort):
+	case !errors.Is(err, flashsale.ErrStockShort):
 		p.m.persistFails.Inc()
 	}
 	return res, err

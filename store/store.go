@@ -27,9 +27,6 @@ import (
 var (
 	// ErrBadURL is wrapped by Open for a URL it does not understand.
 	ErrBadURL = errors.New("store: bad database URL")
-	// ErrStockShort is wrapped by PersistOrders when a voucher has less
-	// stock left than the batch takes from it.
-	ErrStockShort = errors.New("store: stock short")
 	// ErrDuplicateID is wrapped by CreateVoucher when the ID is taken.
 	ErrDuplicateID = errors.New("store: duplicate id")
 )
