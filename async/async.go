@@ -8,26 +8,10 @@
 //
 // # Keys
 //
-// Every voucher's keys share one hash tag, so each script touches one slot
-// and the package runs unchanged on Redis Cluster:
-//
-//	<prefix>{v<id>}:meta    hash: stock (left), initial, begin, end (µs since 1970), given (units given back), loaded (µs)
-//	<prefix>{v<id>}:buyers  hash: user id → order id
-//	<prefix>{v<id>}:orders  stream of accepted orders (fields o, u), consumer group "persist"
-//	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with the reason
-//	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
-//	<prefix>{v<id>}:sync    durability replica: written before each WAIT, expires
-//	<prefix>{v<id>}:moves   sharded: hash of units in transfer to another shard
-//	<prefix>{v<id>}:applied sharded: set of the transfers added to this shard
-//	<prefix>{v<id>.<n>}:…   the same keys for shard k ≥ 1 of a sharded voucher (shard.go)
-//	<prefix>{p<bucket>}     order pointers: hash order id → "<voucher>:<user>" of the ids of
-//	                        16 seconds (pointer.go), expires a day after its last write
-//	<prefix>vouchers        set: ids of vouchers whose stream the consumers read
-//	<prefix>epoch           random id written when Redis is found empty (see Service.WatchEpoch)
-//	<prefix>{e<n>}:epoch    on Redis Cluster, the same for the master that owns the slot of
-//	                        {e<n>} (one n per master: nodeepoch.go)
-//	<prefix>epochs          stream: the data losses services noticed, for reconcile
-//	<prefix>retiring        sorted set: finished vouchers → when their keys are deleted
+// The Redis layout the gate shares with async/consume and async/reconcile,
+// every key and stream field, is in async/internal/layout. Every voucher's
+// keys share one hash tag, so each script touches one slot and the package
+// runs unchanged on Redis Cluster.
 //
 // # The pipeline
 //
@@ -36,11 +20,12 @@
 // success it takes one unit of stock, records the buyer and appends the
 // order to the voucher's stream, all in one script. It then writes the
 // order pointer (batched with the other orders accepted meanwhile:
-// pointer.go) and answers "pending". Consumer reads each voucher's stream
-// with a consumer group, persists batches with store.PersistOrders (one
+// pointer.go) and answers "pending". A consume.Consumer reads each
+// voucher's stream with a consumer group, persists batches (one
 // transaction, idempotent) and acknowledges them, trimming what every group
-// has acknowledged. Reconciler compares Redis with MySQL and repairs what is
-// safe to repair.
+// has acknowledged. A reconcile.Reconciler compares Redis with MySQL and
+// repairs what is safe to repair. Neither calls the gate: the three meet
+// only in Redis.
 //
 // # Memory
 //
@@ -53,7 +38,7 @@
 // itself for a while (Config.VerdictTTL), without a Redis call. The keys
 // of a voucher whose sale is over, whose orders are all persisted and
 // which reconciliation finds nothing to say about are deleted
-// ConsumerConfig.RetireAfter later (retire.go); MySQL answers for it then.
+// consume.Config.RetireAfter later; MySQL answers for it then.
 //
 // # What can be lost
 //
@@ -101,81 +86,16 @@ package async
 
 import (
 	"errors"
-	"strconv"
-	"strings"
-	"time"
+
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
-// Defaults shared by Service, Consumer and Reconciler. They must agree on
-// the prefix and the group.
+// Defaults shared by the Service, the consumer and the reconciler. They
+// must agree on the prefix and the group.
 const (
-	DefaultPrefix = "flashsale:"
-	DefaultGroup  = "persist"
+	DefaultPrefix = layout.DefaultPrefix
+	DefaultGroup  = layout.DefaultGroup
 )
 
-// Sentinel errors.
-var (
-	// ErrNotLoaded means a voucher's keys are missing from Redis.
-	ErrNotLoaded = errors.New("async: voucher not loaded in Redis")
-	// ErrMalformed is wrapped when a stream entry cannot be read as an
-	// order.
-	ErrMalformed = errors.New("async: malformed stream entry")
-)
-
-// keyspace names the package's Redis keys under one prefix.
-type keyspace struct{ prefix string }
-
-// voucherKeys are one voucher's keys; they share the hash tag {v<id>}.
-type voucherKeys struct {
-	meta, buyers, orders, dead, failed string
-	tries                              string // entry id → attempts to persist it on its own
-	sync                               string // written after a batch of orders, before WAIT (replicawait.go)
-	moves                              string // sharded: units taken from this shard on their way to another (shard.go)
-	applied                            string // sharded: ids of the moves added to this shard
-	body                               string // what is inside the hash tag's braces after "v"
-}
-
-// voucher returns the keys of a voucher.
-func (k keyspace) voucher(id int64) voucherKeys {
-	return k.tagged(strconv.FormatInt(id, 10))
-}
-
-// epoch returns the key of the Redis epoch (see Service.WatchEpoch) and
-// epochs the key of the stream of the losses services noticed.
-func (k keyspace) epoch() string  { return k.prefix + "epoch" }
-func (k keyspace) epochs() string { return k.prefix + "epochs" }
-
-// retiring returns the key of the sorted set of vouchers whose sale is
-// over and drained: voucher id → when its keys may be deleted (ms since
-// 1970); see ConsumerConfig.RetireAfter.
-func (k keyspace) retiring() string { return k.prefix + "retiring" }
-
-// registry returns the key of the set of vouchers with open streams.
-func (k keyspace) registry() string {
-	return k.prefix + "vouchers"
-}
-
-// micros returns t as the meta hash stores it: µs since 1970.
-func micros(t time.Time) string {
-	return strconv.FormatInt(t.UnixMicro(), 10)
-}
-
-// entryTime returns the time in a stream entry id ("<ms>-<seq>"): when
-// Redis accepted the order, by its clock.
-func entryTime(id string) time.Time {
-	ms, _, _ := strings.Cut(id, "-")
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.UnixMilli(n).UTC()
-}
-
-// orDefault returns v, or def when v is the zero value.
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
+// ErrNotLoaded means a voucher's keys are missing from Redis.
+var ErrNotLoaded = errors.New("async: voucher not loaded in Redis")

@@ -12,8 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashsale/flashsale"
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // epochState is what a Service remembers of Redis's epoch.
@@ -111,7 +113,7 @@ func (s *Service) CheckEpoch(ctx context.Context) (lost bool, err error) {
 	for _, ch := range changes {
 		hit := s.vouchersOn(ch.node, top, kept, counted)
 		s.reportLoss(ctx, ch, hit)
-		if top != nil && top.ownerOf(s.keys.registry()) == ch.node {
+		if top != nil && top.ownerOf(s.keys.Registry()) == ch.node {
 			s.reRegister(ctx, kept, hit)
 		}
 		for id := range hit {
@@ -144,20 +146,20 @@ func (s *Service) readEpochState(ctx context.Context, kept map[int64]*local) (ma
 // persisted, in one pipeline.
 func (s *Service) voucherBacklogs(ctx context.Context, vouchers map[int64]*local) (map[int64]int64, error) {
 	ids := make([]int64, 0, len(vouchers))
-	execs := make([]rueidis.LuaExec, 0, len(vouchers))
+	vks := make([]layout.VoucherKeys, 0, len(vouchers))
 	for id, l := range vouchers {
 		for _, vk := range l.keysOf(s.keys, id) {
 			ids = append(ids, id)
-			execs = append(execs, rueidis.LuaExec{Keys: []string{vk.orders, vk.meta}, Args: []string{s.cfg.Group}})
+			vks = append(vks, vk)
 		}
 	}
+	each, err := layout.Backlogs(ctx, s.client, vks, s.cfg.Group)
+	if err != nil {
+		return nil, fmt.Errorf("async: %w", err)
+	}
 	backlogs := make(map[int64]int64, len(ids))
-	for i, r := range backlogScript.ExecMulti(ctx, s.client, execs...) {
-		v, err := r.AsIntSlice()
-		if err != nil {
-			return nil, fmt.Errorf("async: backlog of voucher %d: %w", ids[i], err)
-		}
-		backlogs[ids[i]] += v[0]
+	for i, n := range each {
+		backlogs[ids[i]] += n
 	}
 	return backlogs, nil
 }
@@ -179,10 +181,10 @@ func (s *Service) reportLoss(ctx context.Context, ch epochChange, counted map[in
 		}
 	}
 	sort.Strings(parts)
-	loss := EpochLoss{Noticed: time.Now(), Previous: ch.prev, Epoch: ch.cur, Node: ch.node, By: defaultName(), MayBeLost: total, Vouchers: strings.Join(parts, ",")}
+	loss := EpochLoss{Noticed: time.Now(), Previous: ch.prev, Epoch: ch.cur, Node: ch.node, By: layout.InstanceName(), MayBeLost: total, Vouchers: strings.Join(parts, ",")}
 	s.log.Error("REDIS LOST ITS DATA (its epoch changed): vouchers reload from MySQL, orders accepted but not persisted are lost; run flashsale reconcile",
 		"node", ch.node, "previous_epoch", ch.prev, "epoch", ch.cur, "may_be_lost", total, "vouchers", loss.Vouchers)
-	cmd := s.client.B().Xadd().Key(s.keys.epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
+	cmd := s.client.B().Xadd().Key(s.keys.Epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
 		FieldValue("kind", LossEmptied).
 		FieldValue("noticed", strconv.FormatInt(loss.Noticed.UnixMilli(), 10)).
 		FieldValue("previous", ch.prev).FieldValue("epoch", ch.cur).FieldValue("node", ch.node).FieldValue("by", loss.By).
@@ -204,12 +206,12 @@ func (s *Service) reportLoss(ctx context.Context, ch epochChange, counted map[in
 // service ran since Redis was emptied) and the losses services recorded,
 // oldest first, under prefix (DefaultPrefix when empty).
 func ReadEpochs(ctx context.Context, client rueidis.Client, prefix string) (current string, losses []EpochLoss, err error) {
-	k := keyspace{orDefault(prefix, DefaultPrefix)}
-	current, err = client.Do(ctx, client.B().Get().Key(k.epoch()).Build()).ToString()
+	k := layout.New(prefix)
+	current, err = client.Do(ctx, client.B().Get().Key(k.Epoch()).Build()).ToString()
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return "", nil, fmt.Errorf("async: epoch: %w", err)
 	}
-	entries, err := client.Do(ctx, client.B().Xrange().Key(k.epochs()).Start("-").End("+").Build()).AsXRange()
+	entries, err := client.Do(ctx, client.B().Xrange().Key(k.Epochs()).Start("-").End("+").Build()).AsXRange()
 	if err != nil {
 		return current, nil, fmt.Errorf("async: epochs: %w", err)
 	}

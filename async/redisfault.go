@@ -5,8 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashsale/flashsale"
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
 )
 
 // oomRetryAfter is the retry hint of an order refused because Redis is
