@@ -80,16 +80,11 @@ func (s *Service) WatchEpoch(ctx context.Context, every time.Duration) {
 	}
 }
 
-// CheckEpoch reads Redis's epoch (writing a new one when there is none)
-// and reports whether it differs from the one this Service saw last:
-// Redis lost its data. On Redis Cluster it reads one epoch per master too
-// (nodeepoch.go), so a master that lost its data alone is noticed. Then it
-// logs loudly which vouchers (on that master) may have lost accepted
-// orders and how many at most, records the loss in Redis for reconcile
-// (ReadEpochs) and reloads those vouchers from MySQL. Nothing MySQL holds
-// is sold twice: a reload restores the buyers and stock MySQL has, and the
-// consumer records the buyers of orders it persists after the reload
-// (ack.lua).
+// CheckEpoch reports whether Redis (on Redis Cluster, any master) lost its
+// data since this Service last looked; if so it logs which vouchers may
+// have lost accepted orders and how many at most, records the loss for
+// reconcile (ReadEpochs) and reloads those vouchers from MySQL, so nothing
+// MySQL holds is sold twice. How: DESIGN.md, "Noticing a lost Redis".
 func (s *Service) CheckEpoch(ctx context.Context) (lost bool, err error) {
 	s.epoch.mu.Lock()
 	defer s.epoch.mu.Unlock()
@@ -181,15 +176,10 @@ func (s *Service) reportLoss(ctx context.Context, ch epochChange, counted map[in
 		}
 	}
 	sort.Strings(parts)
-	loss := EpochLoss{Noticed: time.Now(), Previous: ch.prev, Epoch: ch.cur, Node: ch.node, By: layout.InstanceName(), MayBeLost: total, Vouchers: strings.Join(parts, ",")}
+	loss := EpochLoss{Kind: LossEmptied, Noticed: time.Now(), Previous: ch.prev, Epoch: ch.cur, Node: ch.node, By: layout.InstanceName(), MayBeLost: total, Vouchers: strings.Join(parts, ",")}
 	s.log.Error("REDIS LOST ITS DATA (its epoch changed): vouchers reload from MySQL, orders accepted but not persisted are lost; run flashsale reconcile",
 		"node", ch.node, "previous_epoch", ch.prev, "epoch", ch.cur, "may_be_lost", total, "vouchers", loss.Vouchers)
-	cmd := s.client.B().Xadd().Key(s.keys.Epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
-		FieldValue("kind", LossEmptied).
-		FieldValue("noticed", strconv.FormatInt(loss.Noticed.UnixMilli(), 10)).
-		FieldValue("previous", ch.prev).FieldValue("epoch", ch.cur).FieldValue("node", ch.node).FieldValue("by", loss.By).
-		FieldValue("may_be_lost", strconv.FormatInt(total, 10)).FieldValue("vouchers", loss.Vouchers).Build()
-	if err := s.client.Do(ctx, cmd).Error(); err != nil {
+	if err := s.recordLoss(ctx, loss); err != nil {
 		s.log.Error("async: recording the loss of Redis's data for reconcile", "err", err)
 	}
 	for id := range counted {
@@ -216,12 +206,32 @@ func ReadEpochs(ctx context.Context, client rueidis.Client, prefix string) (curr
 		return current, nil, fmt.Errorf("async: epochs: %w", err)
 	}
 	for _, e := range entries {
-		f := e.FieldValues
-		ms, _ := strconv.ParseInt(f["noticed"], 10, 64)
-		n, _ := strconv.ParseInt(f["may_be_lost"], 10, 64)
-		least, _ := strconv.ParseInt(f["at_least"], 10, 64)
-		losses = append(losses, EpochLoss{Kind: cmp.Or(f["kind"], LossEmptied), Noticed: time.UnixMilli(ms),
-			Previous: f["previous"], Epoch: f["epoch"], Node: f["node"], By: f["by"], MayBeLost: n, AtLeast: least, Vouchers: f["vouchers"], Shard: f["shard"]})
+		losses = append(losses, parseLoss(e.FieldValues))
 	}
 	return current, losses, nil
+}
+
+// recordLoss appends a loss to the epochs stream, for reconcile
+// (ReadEpochs reads it back with parseLoss).
+func (s *Service) recordLoss(ctx context.Context, loss EpochLoss) error {
+	cmd := s.client.B().Xadd().Key(s.keys.Epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
+		FieldValue(layout.FieldLossKind, loss.Kind).
+		FieldValue(layout.FieldNoticed, strconv.FormatInt(loss.Noticed.UnixMilli(), 10)).
+		FieldValue(layout.FieldPrevious, loss.Previous).FieldValue(layout.FieldEpoch, loss.Epoch).
+		FieldValue(layout.FieldNode, loss.Node).FieldValue(layout.FieldBy, loss.By).
+		FieldValue(layout.FieldMayBeLost, strconv.FormatInt(loss.MayBeLost, 10)).
+		FieldValue(layout.FieldAtLeast, strconv.FormatInt(loss.AtLeast, 10)).
+		FieldValue(layout.FieldVouchers, loss.Vouchers).FieldValue(layout.FieldShard, loss.Shard).Build()
+	return s.client.Do(ctx, cmd).Error()
+}
+
+// parseLoss reads an entry of the epochs stream; one written before kinds
+// existed is LossEmptied.
+func parseLoss(f map[string]string) EpochLoss {
+	ms, _ := strconv.ParseInt(f[layout.FieldNoticed], 10, 64)
+	most, _ := strconv.ParseInt(f[layout.FieldMayBeLost], 10, 64)
+	least, _ := strconv.ParseInt(f[layout.FieldAtLeast], 10, 64)
+	return EpochLoss{Kind: cmp.Or(f[layout.FieldLossKind], LossEmptied), Noticed: time.UnixMilli(ms),
+		Previous: f[layout.FieldPrevious], Epoch: f[layout.FieldEpoch], Node: f[layout.FieldNode], By: f[layout.FieldBy],
+		MayBeLost: most, AtLeast: least, Vouchers: f[layout.FieldVouchers], Shard: f[layout.FieldShard]}
 }

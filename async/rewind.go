@@ -3,7 +3,6 @@ package async
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -113,13 +112,9 @@ func (s *Service) recordRewind(ctx context.Context, voucherID int64, shard strin
 	s.epoch.mu.Lock()
 	cur := s.epoch.current
 	s.epoch.mu.Unlock()
-	cmd := s.client.B().Xadd().Key(s.keys.Epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
-		FieldValue("kind", LossRewound).
-		FieldValue("noticed", strconv.FormatInt(time.Now().UnixMilli(), 10)).
-		FieldValue("previous", cur).FieldValue("epoch", cur).FieldValue("by", layout.InstanceName()).
-		FieldValue("at_least", strconv.FormatInt(atLeast, 10)).
-		FieldValue("vouchers", fmt.Sprintf("%d:%d", voucherID, atLeast)).FieldValue("shard", shard).Build()
-	if err := s.client.Do(ctx, cmd).Error(); err != nil {
+	loss := EpochLoss{Kind: LossRewound, Noticed: time.Now(), Previous: cur, Epoch: cur, By: layout.InstanceName(),
+		AtLeast: atLeast, Vouchers: fmt.Sprintf("%d:%d", voucherID, atLeast), Shard: shard}
+	if err := s.recordLoss(ctx, loss); err != nil {
 		s.log.Error("async: recording that Redis went back in time, for reconcile", "voucher", voucherID, "err", err)
 	}
 }

@@ -136,15 +136,11 @@ func (s *Service) static(ctx context.Context, id int64) (flashsale.Voucher, erro
 	return *v, nil
 }
 
-// Reload loads a voucher from MySQL into Redis if it is missing there and
-// its sale is not over (then it returns EEnded): its
-// sale window, the stock MySQL has left, its buyers from MySQL's orders,
-// and the orders still in its stream (accepted but not persisted). It is
-// idempotent and safe to run from several instances at once: only the
-// first load writes the stock. It returns ENotFound when the voucher is
-// not in MySQL either. Concurrent calls for one voucher share one load,
-// which goes on when they stop waiting: a caller whose ctx ends first gets
-// EUnavailable.
+// Reload loads a voucher from MySQL into Redis if it is missing there:
+// its sale window, the stock MySQL has left, its buyers and the orders
+// still in its stream. It is idempotent and safe beside other instances.
+// It returns EEnded for a sale that is over, ENotFound for a voucher MySQL
+// does not have, and EUnavailable when ctx ends first (the load goes on).
 func (s *Service) Reload(ctx context.Context, voucherID int64) error {
 	load := s.loads.DoChan(strconv.FormatInt(voucherID, 10), func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)

@@ -13,20 +13,13 @@ import (
 )
 
 // SellBatch sells units of one voucher to a batch of buyers in one
-// transaction, first come first served: orders[i] came before orders[i+1].
-// It stores with status created the orders of buyers who have no order for
-// the voucher yet (counting earlier orders of the batch), as long as stock
-// is left, takes that many units from the remaining stock in one
-// conditional decrement, and returns what it did with each order:
-// OutcomeInserted (sold), OutcomeConflict (the buyer has an order already,
-// or earlier in the batch) or OutcomeShort (sold out before the buyer's
-// turn). The orders it stores get CreatedAt and UpdatedAt set to now.
-//
-// Every order must be for voucherID and have a positive id. It returns
-// ENotFound when the voucher does not exist. When it returns an error
-// nothing is stored: a batch that raced another writer of the voucher's
-// orders, or lost a lock race, is retried a few times and then returns
-// EBusy; an unreachable database gives EUnavailable.
+// transaction, first come first served (orders[i] before orders[i+1]),
+// and returns what it did with each: OutcomeInserted (stored with status
+// created, CreatedAt and UpdatedAt now, a unit taken), OutcomeConflict (the
+// buyer has an order already, or earlier in the batch) or OutcomeShort
+// (sold out before the buyer's turn). Every order must be for voucherID and
+// have a positive id. On an error nothing is stored: ENotFound for no such
+// voucher, EBusy after losing races a few times (DESIGN.md), EUnavailable.
 func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale.Order) ([]flashsale.Outcome, error) {
 	for _, o := range orders {
 		if o.ID <= 0 || o.VoucherID != voucherID {

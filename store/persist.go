@@ -44,20 +44,15 @@ const persistAttempts = 3
 // between the lookup and the insert; the batch is retried.
 var errRaced = errors.New("store: batch raced another writer")
 
-// PersistOrders stores a batch of orders the Redis gate accepted, for the
-// async pipeline's consumer. In one transaction it inserts, with status
-// created, the orders whose id and whose voucher and user are not stored
-// yet, as multi-row inserts that ignore rows already present, and then
-// takes from each voucher's remaining stock the number of orders inserted
-// for it, only if that much is left. It is idempotent: the same batch again
-// inserts and decrements nothing.
-//
-// An order keeps its CreatedAt (when the gate accepted it) if set; otherwise
-// it is stamped now. When a voucher's stock is short (MySQL has less than
-// the Redis gate believed) nothing is stored and the error is a
-// *StockShortError wrapping flashsale.ErrStockShort: retry in smaller batches to find
-// the orders that fit. A batch that races another writer of the same orders
-// is retried a few times; when it keeps losing, the error has code EBusy.
+// PersistOrders stores a batch of orders the Redis gate accepted, all or
+// nothing, and idempotently: an order whose id is stored already is
+// OutcomeAlreadyPresent, one whose voucher and user hold another order
+// OutcomeConflict, and the rest are inserted with status created (keeping
+// CreatedAt if set, else now), each taking a unit of its voucher's stock.
+// When a voucher has too little stock nothing is stored and the error is a
+// *StockShortError wrapping flashsale.ErrStockShort (retry in smaller
+// batches); a batch that keeps racing another writer gets EBusy. How:
+// DESIGN.md.
 func (db *DB) PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error) {
 	for i := range orders {
 		if orders[i].ID <= 0 {

@@ -17,7 +17,7 @@ import (
 
 // Config configures a Consumer. Zero fields take the defaults.
 type Config struct {
-	// Prefix and Group must be the Service's.
+	// Prefix and Group must be the gate's (async.Config).
 	Prefix string
 	Group  string
 	// Name is the consumer's name in the group, unique per process
@@ -59,7 +59,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Stats are a Consumer's counters since NewConsumer.
+// Stats are a Consumer's counters since New.
 type Stats struct {
 	// Persisted counts orders this consumer inserted into MySQL;
 	// AlreadyPresent those that were there already (redeliveries).
@@ -92,7 +92,7 @@ type Consumer struct {
 	persisted, alreadyPresent, deadLettered, claimed, retries, batches, lost atomic.Uint64
 }
 
-// NewConsumer returns a Consumer that persists into db.
+// New returns a Consumer that persists into db.
 func New(client rueidis.Client, db Persister, cfg Config) *Consumer {
 	cfg.Prefix = cmp.Or(cfg.Prefix, layout.DefaultPrefix)
 	cfg.Group = cmp.Or(cfg.Group, layout.DefaultGroup)
@@ -174,7 +174,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // registered returns the members of the registry of vouchers, each
-// with its voucher: a voucher's id, or a shard's tag (shard.go).
+// with its voucher: a voucher's id, or a shard's tag.
 func (c *Consumer) registered(ctx context.Context) (map[string]int64, error) {
 	members, err := c.client.Do(ctx, c.client.B().Smembers().Key(c.keys.Registry()).Build()).AsStrSlice()
 	if err != nil {

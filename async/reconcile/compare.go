@@ -167,7 +167,9 @@ func (r *Reconciler) checkRegistered(ctx context.Context, vk layout.VoucherKeys,
 }
 
 // requeue appends an accepted order to the voucher's stream again, then
-// registers the voucher (in that order, see worker.retireIfDone).
+// registers the voucher: in that order, because a consumer removes a
+// voucher from the registry only once nothing waits, and checks again
+// after.
 func (r *Reconciler) requeue(ctx context.Context, vk layout.VoucherKeys, user, order int64) (bool, error) {
 	n, err := requeueScript.Exec(ctx, r.client, []string{vk.Buyers, vk.Orders}, []string{itoa(user), itoa(order)}).AsInt64()
 	if err != nil || n == 0 {

@@ -7,13 +7,10 @@ import (
 )
 
 // Retire deletes the Redis keys of a voucher whose sale is over and
-// drained, if nothing about it is open: Check finds no difference, and
-// retire.lua finds, in one step per shard, the sale over, every order
-// acknowledged and no dead letter. It reports whether the voucher is
-// settled (retired, not loaded, or not done after all: its consumer
-// schedules it again once it is) or should be looked at again later
-// (differences, or dead letters, which keep its keys until a person has
-// dealt with them and deleted its dead-letter stream).
+// drained, if nothing about it is open: no difference, no dead letter.
+// settled is false when the voucher must be looked at again later (see
+// DESIGN.md, "Retiring a finished sale"); true when it is retired, not
+// loaded, or not done after all (its consumer schedules it again).
 func (r *Reconciler) Retire(ctx context.Context, id int64) (settled bool, err error) {
 	log := r.log.With("voucher", id)
 	rep, err := r.Check(ctx, id)
