@@ -19,7 +19,7 @@ import (
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
-// withDurability replaces the env's async.Service by one with the durability d.
+// withDurability replaces the env's Service by one with the durability d.
 func (e *env) withDurability(d async.DurabilityConfig) {
 	e.T.Helper()
 	svc, err := async.NewService(e.Client, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log, Durability: d})

@@ -21,7 +21,7 @@ import (
 )
 
 // clusterSale is a sale of several vouchers spread over a cluster's
-// masters, with a async.Service that logs into a buffer.
+// masters, with a Service that logs into a buffer.
 type clusterSale struct {
 	e        *env
 	c        *testenv.Cluster
