@@ -122,10 +122,10 @@ func (g *group) commit(batch []*request) {
 			continue
 		}
 		switch sales[i] {
-		case store.Inserted:
+		case flashsale.OutcomeInserted:
 			*r.order = orders[i]
 			r.done <- nil
-		case store.Conflict:
+		case flashsale.OutcomeConflict:
 			r.done <- duplicateOrder()
 		default:
 			r.done <- soldOut()

@@ -10,7 +10,7 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/dashboard"
 	"github.com/flashsale/flashsale/metrics"
@@ -124,7 +124,7 @@ func stopMetrics(srv *http.Server) {
 
 // persister returns what the consumer persists through: the database,
 // measured when serve watches it.
-func (f *consumerFlags) persister(b *backends) async.Persister {
+func (f *consumerFlags) persister(b *backends) consume.Persister {
 	if f.measure != nil {
 		return f.measure(b.db)
 	}

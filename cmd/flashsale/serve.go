@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/lock"
@@ -315,8 +316,8 @@ func (inst *instance) Stop(ctx context.Context) error {
 type services struct {
 	vouchers flashsale.VoucherService
 	orders   flashsale.OrderService
-	consumer *async.Consumer // async only
-	locks    *lock.Client    // the lock strategy only
+	consumer *consume.Consumer // async only
+	locks    *lock.Client      // the lock strategy only
 	ready    httpapi.ReadyFunc
 	close    func()
 }

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/metrics"
 )
 
@@ -44,7 +44,7 @@ func (c *answerCounter) String() string {
 }
 
 // consumerSummary is what a stream consumer did, in one line.
-func consumerSummary(c *async.Consumer) string {
+func consumerSummary(c *consume.Consumer) string {
 	s := c.Stats()
 	return fmt.Sprintf("consumer %s: %d persisted, %d already present, %d dead-lettered, %d claimed",
 		c.Name(), s.Persisted, s.AlreadyPresent, s.DeadLettered, s.Claimed)
