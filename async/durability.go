@@ -1,6 +1,7 @@
 package async
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashsale/flashsale"
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
 )
 
 // Durability says when the gate may tell a buyer that an order is
@@ -72,9 +74,9 @@ type DurabilityConfig struct {
 
 // withDefaults fills in the zero fields.
 func (c DurabilityConfig) withDefaults() DurabilityConfig {
-	c.Mode = orDefault(c.Mode, DurabilityMemory)
-	c.MinReplicas = orDefault(c.MinReplicas, DefaultMinReplicas)
-	c.ReplicaTimeout = orDefault(c.ReplicaTimeout, DefaultReplicaTimeout)
+	c.Mode = cmp.Or(c.Mode, DurabilityMemory)
+	c.MinReplicas = cmp.Or(c.MinReplicas, DefaultMinReplicas)
+	c.ReplicaTimeout = cmp.Or(c.ReplicaTimeout, DefaultReplicaTimeout)
 	return c
 }
 
@@ -108,7 +110,7 @@ const orderNotDurable = "your order may have been taken but is not yet safe on e
 // fails when the client's only node is a replica.
 func CheckDurability(ctx context.Context, client rueidis.Client, cfg DurabilityConfig, log *slog.Logger) error {
 	cfg = cfg.withDefaults()
-	log = orDefault(log, slog.Default())
+	log = cmp.Or(log, slog.Default())
 	switch cfg.Mode {
 	case DurabilityMemory:
 		log.Warn("async: durability memory: an order is accepted once Redis holds it in memory; " +

@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -10,19 +10,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // withDurability replaces the env's Service by one with the durability d.
-func (e *env) withDurability(d DurabilityConfig) {
-	e.t.Helper()
-	svc, err := NewService(e.client, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log, Durability: d})
+func (e *env) withDurability(d async.DurabilityConfig) {
+	e.T.Helper()
+	svc, err := async.NewService(e.Client, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log, Durability: d})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.svc = svc
+	e.Svc = svc
 }
 
 // replicated starts a primary and a replica of it and returns them, with
@@ -31,9 +35,9 @@ func replicated(t *testing.T) (e *env, primary, replica *testenv.RedisServer) {
 	t.Helper()
 	primary = testenv.StartRedis(t)
 	replica = testenv.StartRedis(t, testenv.WithConfig("replicaof", strings.Replace(primary.Addr(), ":", " ", 1)))
-	dsn, url := mysqlDatabase(t)
+	dsn, url := asynctest.MySQLDatabase(t)
 	e = newEnvOn(t, primary.Client(t), testenv.Unique()+":", dsn, url)
-	e.waitFor("the replica to connect", 30*time.Second, func() (bool, error) {
+	e.WaitFor("the replica to connect", 30*time.Second, func() (bool, error) {
 		f, err := serverInfo(replica.Client(t), "replication")
 		return f["master_link_status"] == "up", err
 	})
@@ -43,7 +47,7 @@ func replicated(t *testing.T) (e *env, primary, replica *testenv.RedisServer) {
 // serverInfo returns the fields of an INFO section.
 func serverInfo(c rueidis.Client, section string) (map[string]string, error) {
 	text, err := c.Do(context.Background(), c.B().Info().Section(section).Build()).ToString()
-	return infoFields(text), err
+	return async.InfoFields(text), err
 }
 
 // serverPID returns a Redis server's process id, to signal it (SIGSTOP:
@@ -70,32 +74,32 @@ func TestCheckDurability(t *testing.T) {
 	tests := []struct {
 		name    string
 		server  *testenv.RedisServer
-		cfg     DurabilityConfig
+		cfg     async.DurabilityConfig
 		wantErr string // "" for no error
 	}{
-		{"memory on anything", testenv.StartRedis(t), DurabilityConfig{}, ""},
-		{"aof without AOF", testenv.StartRedis(t), DurabilityConfig{Mode: DurabilityAOF}, "appendonly yes, Redis has appendonly no"},
-		{"aof everysec", testenv.StartRedis(t, testenv.WithConfig("appendonly", "yes")), DurabilityConfig{Mode: DurabilityAOF}, "appendfsync always, Redis has appendfsync everysec"},
-		{"aof always", testenv.StartRedis(t, testenv.WithAOF()), DurabilityConfig{Mode: DurabilityAOF}, ""},
-		{"aof, CONFIG disabled", testenv.StartRedis(t, testenv.WithAOF(), noConfig), DurabilityConfig{Mode: DurabilityAOF}, "needs appendonly yes, and it cannot be read"},
-		{"aof, CONFIG disabled, trusted", testenv.StartRedis(t, noConfig), DurabilityConfig{Mode: DurabilityAOF, Trusted: true}, ""},
-		{"aof everysec, trusted", testenv.StartRedis(t, testenv.WithConfig("appendonly", "yes")), DurabilityConfig{Mode: DurabilityAOF, Trusted: true}, "Redis has appendfsync everysec"},
-		{"replica on a primary without replicas", testenv.StartRedis(t), DurabilityConfig{Mode: DurabilityReplica}, ""},
-		{"replica on a replica", replica, DurabilityConfig{Mode: DurabilityReplica}, `role is "slave"`},
+		{"memory on anything", testenv.StartRedis(t), async.DurabilityConfig{}, ""},
+		{"aof without AOF", testenv.StartRedis(t), async.DurabilityConfig{Mode: async.DurabilityAOF}, "appendonly yes, Redis has appendonly no"},
+		{"aof everysec", testenv.StartRedis(t, testenv.WithConfig("appendonly", "yes")), async.DurabilityConfig{Mode: async.DurabilityAOF}, "appendfsync always, Redis has appendfsync everysec"},
+		{"aof always", testenv.StartRedis(t, testenv.WithAOF()), async.DurabilityConfig{Mode: async.DurabilityAOF}, ""},
+		{"aof, CONFIG disabled", testenv.StartRedis(t, testenv.WithAOF(), noConfig), async.DurabilityConfig{Mode: async.DurabilityAOF}, "needs appendonly yes, and it cannot be read"},
+		{"aof, CONFIG disabled, trusted", testenv.StartRedis(t, noConfig), async.DurabilityConfig{Mode: async.DurabilityAOF, Trusted: true}, ""},
+		{"aof everysec, trusted", testenv.StartRedis(t, testenv.WithConfig("appendonly", "yes")), async.DurabilityConfig{Mode: async.DurabilityAOF, Trusted: true}, "Redis has appendfsync everysec"},
+		{"replica on a primary without replicas", testenv.StartRedis(t), async.DurabilityConfig{Mode: async.DurabilityReplica}, ""},
+		{"replica on a replica", replica, async.DurabilityConfig{Mode: async.DurabilityReplica}, `role is "slave"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckDurability(context.Background(), tt.server.Client(t), tt.cfg, testLogger(t))
+			err := async.CheckDurability(context.Background(), tt.server.Client(t), tt.cfg, asynctest.Logger(t))
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("CheckDurability: %v", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrDurability)):
-				t.Fatalf("CheckDurability = %v, want ErrDurability saying %q", err, tt.wantErr)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, async.ErrDurability)):
+				t.Fatalf("CheckDurability = %v, want async.ErrDurability saying %q", err, tt.wantErr)
 			}
 		})
 	}
-	if _, err := ParseDurability("disk"); err == nil {
-		t.Error(`ParseDurability("disk") did not fail`)
+	if _, err := async.ParseDurability("disk"); err == nil {
+		t.Error(`async.ParseDurability("disk") did not fail`)
 	}
 }
 
@@ -106,10 +110,10 @@ func TestCheckDurability(t *testing.T) {
 func TestReplicaDurabilityBatchesWait(t *testing.T) {
 	const stock, buyers = 1000, 1500
 	e, primary, replica := replicated(t)
-	e.withDurability(DurabilityConfig{Mode: DurabilityReplica, ReplicaTimeout: 5 * time.Second})
-	v := e.voucher(stock)
+	e.withDurability(async.DurabilityConfig{Mode: async.DurabilityReplica, ReplicaTimeout: 5 * time.Second})
+	v := e.Voucher(stock)
 	rc := replica.Client(t)
-	buyersKey := e.svc.keys.voucher(v.ID).buyers
+	buyersKey := e.Keys.Voucher(v.ID).Buyers
 	ctx := context.Background()
 
 	var mu sync.Mutex
@@ -119,7 +123,7 @@ func TestReplicaDurabilityBatchesWait(t *testing.T) {
 	for u := int64(1); u <= buyers; u++ {
 		wg.Go(func() {
 			for range 2 {
-				o, err := e.svc.PlaceOrder(ctx, v.ID, u)
+				o, err := e.Svc.PlaceOrder(ctx, v.ID, u)
 				if err == nil {
 					// Told: the replica must have it now.
 					got, rerr := rc.Do(ctx, rc.B().Hget().Key(buyersKey).Field(strconv.FormatInt(u, 10)).Build()).ToString()
@@ -131,7 +135,7 @@ func TestReplicaDurabilityBatchesWait(t *testing.T) {
 				if err == nil {
 					accepted = append(accepted, o)
 				}
-				codes[code(err)]++
+				codes[asynctest.Code(err)]++
 				mu.Unlock()
 			}
 		})
@@ -149,9 +153,9 @@ func TestReplicaDurabilityBatchesWait(t *testing.T) {
 	if waits == 0 || waits > 2*buyers/4 {
 		t.Errorf("%d WAITs for %d order attempts: want some, and at most a quarter", waits, 2*buyers)
 	}
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, stock)
-	e.checkSold(v, accepted)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, stock)
+	e.CheckSold(v, accepted)
 }
 
 // statCalls reads calls=N from an INFO commandstats value.
@@ -174,12 +178,12 @@ func statCalls(s string) int {
 func TestReplicaDurabilityWithholdsUnreplicatedOrders(t *testing.T) {
 	e, _, replica := replicated(t)
 	ctx := context.Background()
-	fast := e.svc // durability memory: writes without waiting
-	e.withDurability(DurabilityConfig{Mode: DurabilityReplica, ReplicaTimeout: 300 * time.Millisecond})
-	v := e.voucher(10)
+	fast := e.Svc // durability memory: writes without waiting
+	e.withDurability(async.DurabilityConfig{Mode: async.DurabilityReplica, ReplicaTimeout: 300 * time.Millisecond})
+	v := e.Voucher(10)
 	// Replicated: the connections the gate waits on have nothing left to
 	// wait for, unless a refusal writes.
-	e.buy(v.ID, 1)
+	e.Buy(v.ID, 1)
 
 	pid := serverPID(t, replica)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -190,19 +194,19 @@ func TestReplicaDurabilityWithholdsUnreplicatedOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.PlaceOrder(ctx, v.ID, 3); code(err) != flashsale.EUnavailable {
+	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 3); asynctest.Code(err) != flashsale.EUnavailable {
 		t.Fatalf("duplicate of an unreplicated order: %v; want unavailable", err)
 
 	}
-	if _, err := e.svc.FindOrder(ctx, other.ID); code(err) != flashsale.EUnavailable {
+	if _, err := e.Svc.FindOrder(ctx, other.ID); asynctest.Code(err) != flashsale.EUnavailable {
 		t.Fatalf("lookup of an unreplicated order: %v; want unavailable", err)
 	}
-	_, err = e.svc.PlaceOrder(ctx, v.ID, 2)
-	if code(err) != flashsale.EUnavailable || flashsale.RetryAfter(err) <= 0 {
+	_, err = e.Svc.PlaceOrder(ctx, v.ID, 2)
+	if asynctest.Code(err) != flashsale.EUnavailable || flashsale.RetryAfter(err) <= 0 {
 		t.Fatalf("order while the replica is stopped: %v; want unavailable with a Retry-After", err)
 	}
-	_, err = e.svc.PlaceOrder(ctx, v.ID, 2)
-	if code(err) != flashsale.EUnavailable {
+	_, err = e.Svc.PlaceOrder(ctx, v.ID, 2)
+	if asynctest.Code(err) != flashsale.EUnavailable {
 		t.Fatalf("retry while the replica is stopped: %v; want unavailable, not the unreplicated order", err)
 	}
 
@@ -210,26 +214,26 @@ func TestReplicaDurabilityWithholdsUnreplicatedOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 	var first string
-	e.waitFor("the retry to be answered", 30*time.Second, func() (bool, error) {
-		_, err := e.svc.PlaceOrder(ctx, v.ID, 2)
-		if code(err) == flashsale.EUnavailable {
+	e.WaitFor("the retry to be answered", 30*time.Second, func() (bool, error) {
+		_, err := e.Svc.PlaceOrder(ctx, v.ID, 2)
+		if asynctest.Code(err) == flashsale.EUnavailable {
 			return false, nil
 		}
-		if code(err) != flashsale.EDuplicateOrder {
+		if asynctest.Code(err) != flashsale.EDuplicateOrder {
 			return false, err
 		}
 		first = flashsale.ErrorMessage(err)
 		return true, nil
 	})
-	stock, _, buyers := e.snapshot(v.ID)
+	stock, _, buyers := e.Snapshot(v.ID)
 	if buyers != 3 || stock != 7 {
 		t.Fatalf("Redis: stock %d, buyers %d; want 7 and 3 (users 1-3, one order each)", stock, buyers)
 	}
-	held, err := e.client.Do(ctx, e.client.B().Hget().Key(e.svc.keys.voucher(v.ID).buyers).Field("2").Build()).ToString()
+	held, err := e.Client.Do(ctx, e.Client.B().Hget().Key(e.Keys.Voucher(v.ID).Buyers).Field("2").Build()).ToString()
 	if err != nil || !strings.Contains(first, held) {
 		t.Errorf("the retry said %q; user 2 holds order %s (%v)", first, held, err)
 	}
-	if o, err := e.svc.FindOrder(ctx, other.ID); err != nil || o.Status != flashsale.StatusPending {
+	if o, err := e.Svc.FindOrder(ctx, other.ID); err != nil || o.Status != flashsale.StatusPending {
 		t.Errorf("lookup once replicated: %+v, %v; want pending", o, err)
 	}
 }

@@ -12,8 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashsale/flashsale"
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // epochState is what a Service remembers of Redis's epoch.
@@ -78,16 +80,11 @@ func (s *Service) WatchEpoch(ctx context.Context, every time.Duration) {
 	}
 }
 
-// CheckEpoch reads Redis's epoch (writing a new one when there is none)
-// and reports whether it differs from the one this Service saw last:
-// Redis lost its data. On Redis Cluster it reads one epoch per master too
-// (nodeepoch.go), so a master that lost its data alone is noticed. Then it
-// logs loudly which vouchers (on that master) may have lost accepted
-// orders and how many at most, records the loss in Redis for reconcile
-// (ReadEpochs) and reloads those vouchers from MySQL. Nothing MySQL holds
-// is sold twice: a reload restores the buyers and stock MySQL has, and the
-// consumer records the buyers of orders it persists after the reload
-// (ack.lua).
+// CheckEpoch reports whether Redis (on Redis Cluster, any master) lost its
+// data since this Service last looked; if so it logs which vouchers may
+// have lost accepted orders and how many at most, records the loss for
+// reconcile (ReadEpochs) and reloads those vouchers from MySQL, so nothing
+// MySQL holds is sold twice. How: DESIGN.md, "Noticing a lost Redis".
 func (s *Service) CheckEpoch(ctx context.Context) (lost bool, err error) {
 	s.epoch.mu.Lock()
 	defer s.epoch.mu.Unlock()
@@ -111,7 +108,7 @@ func (s *Service) CheckEpoch(ctx context.Context) (lost bool, err error) {
 	for _, ch := range changes {
 		hit := s.vouchersOn(ch.node, top, kept, counted)
 		s.reportLoss(ctx, ch, hit)
-		if top != nil && top.ownerOf(s.keys.registry()) == ch.node {
+		if top != nil && top.ownerOf(s.keys.Registry()) == ch.node {
 			s.reRegister(ctx, kept, hit)
 		}
 		for id := range hit {
@@ -144,20 +141,20 @@ func (s *Service) readEpochState(ctx context.Context, kept map[int64]*local) (ma
 // persisted, in one pipeline.
 func (s *Service) voucherBacklogs(ctx context.Context, vouchers map[int64]*local) (map[int64]int64, error) {
 	ids := make([]int64, 0, len(vouchers))
-	execs := make([]rueidis.LuaExec, 0, len(vouchers))
+	vks := make([]layout.VoucherKeys, 0, len(vouchers))
 	for id, l := range vouchers {
 		for _, vk := range l.keysOf(s.keys, id) {
 			ids = append(ids, id)
-			execs = append(execs, rueidis.LuaExec{Keys: []string{vk.orders, vk.meta}, Args: []string{s.cfg.Group}})
+			vks = append(vks, vk)
 		}
 	}
+	each, err := layout.Backlogs(ctx, s.client, vks, s.cfg.Group)
+	if err != nil {
+		return nil, fmt.Errorf("async: %w", err)
+	}
 	backlogs := make(map[int64]int64, len(ids))
-	for i, r := range backlogScript.ExecMulti(ctx, s.client, execs...) {
-		v, err := r.AsIntSlice()
-		if err != nil {
-			return nil, fmt.Errorf("async: backlog of voucher %d: %w", ids[i], err)
-		}
-		backlogs[ids[i]] += v[0]
+	for i, n := range each {
+		backlogs[ids[i]] += n
 	}
 	return backlogs, nil
 }
@@ -179,15 +176,10 @@ func (s *Service) reportLoss(ctx context.Context, ch epochChange, counted map[in
 		}
 	}
 	sort.Strings(parts)
-	loss := EpochLoss{Noticed: time.Now(), Previous: ch.prev, Epoch: ch.cur, Node: ch.node, By: defaultName(), MayBeLost: total, Vouchers: strings.Join(parts, ",")}
+	loss := EpochLoss{Kind: LossEmptied, Noticed: time.Now(), Previous: ch.prev, Epoch: ch.cur, Node: ch.node, By: layout.InstanceName(), MayBeLost: total, Vouchers: strings.Join(parts, ",")}
 	s.log.Error("REDIS LOST ITS DATA (its epoch changed): vouchers reload from MySQL, orders accepted but not persisted are lost; run flashsale reconcile",
 		"node", ch.node, "previous_epoch", ch.prev, "epoch", ch.cur, "may_be_lost", total, "vouchers", loss.Vouchers)
-	cmd := s.client.B().Xadd().Key(s.keys.epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
-		FieldValue("kind", LossEmptied).
-		FieldValue("noticed", strconv.FormatInt(loss.Noticed.UnixMilli(), 10)).
-		FieldValue("previous", ch.prev).FieldValue("epoch", ch.cur).FieldValue("node", ch.node).FieldValue("by", loss.By).
-		FieldValue("may_be_lost", strconv.FormatInt(total, 10)).FieldValue("vouchers", loss.Vouchers).Build()
-	if err := s.client.Do(ctx, cmd).Error(); err != nil {
+	if err := s.recordLoss(ctx, loss); err != nil {
 		s.log.Error("async: recording the loss of Redis's data for reconcile", "err", err)
 	}
 	for id := range counted {
@@ -204,22 +196,42 @@ func (s *Service) reportLoss(ctx context.Context, ch epochChange, counted map[in
 // service ran since Redis was emptied) and the losses services recorded,
 // oldest first, under prefix (DefaultPrefix when empty).
 func ReadEpochs(ctx context.Context, client rueidis.Client, prefix string) (current string, losses []EpochLoss, err error) {
-	k := keyspace{orDefault(prefix, DefaultPrefix)}
-	current, err = client.Do(ctx, client.B().Get().Key(k.epoch()).Build()).ToString()
+	k := layout.New(prefix)
+	current, err = client.Do(ctx, client.B().Get().Key(k.Epoch()).Build()).ToString()
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return "", nil, fmt.Errorf("async: epoch: %w", err)
 	}
-	entries, err := client.Do(ctx, client.B().Xrange().Key(k.epochs()).Start("-").End("+").Build()).AsXRange()
+	entries, err := client.Do(ctx, client.B().Xrange().Key(k.Epochs()).Start("-").End("+").Build()).AsXRange()
 	if err != nil {
 		return current, nil, fmt.Errorf("async: epochs: %w", err)
 	}
 	for _, e := range entries {
-		f := e.FieldValues
-		ms, _ := strconv.ParseInt(f["noticed"], 10, 64)
-		n, _ := strconv.ParseInt(f["may_be_lost"], 10, 64)
-		least, _ := strconv.ParseInt(f["at_least"], 10, 64)
-		losses = append(losses, EpochLoss{Kind: cmp.Or(f["kind"], LossEmptied), Noticed: time.UnixMilli(ms),
-			Previous: f["previous"], Epoch: f["epoch"], Node: f["node"], By: f["by"], MayBeLost: n, AtLeast: least, Vouchers: f["vouchers"], Shard: f["shard"]})
+		losses = append(losses, parseLoss(e.FieldValues))
 	}
 	return current, losses, nil
+}
+
+// recordLoss appends a loss to the epochs stream, for reconcile
+// (ReadEpochs reads it back with parseLoss).
+func (s *Service) recordLoss(ctx context.Context, loss EpochLoss) error {
+	cmd := s.client.B().Xadd().Key(s.keys.Epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
+		FieldValue(layout.FieldLossKind, loss.Kind).
+		FieldValue(layout.FieldNoticed, strconv.FormatInt(loss.Noticed.UnixMilli(), 10)).
+		FieldValue(layout.FieldPrevious, loss.Previous).FieldValue(layout.FieldEpoch, loss.Epoch).
+		FieldValue(layout.FieldNode, loss.Node).FieldValue(layout.FieldBy, loss.By).
+		FieldValue(layout.FieldMayBeLost, strconv.FormatInt(loss.MayBeLost, 10)).
+		FieldValue(layout.FieldAtLeast, strconv.FormatInt(loss.AtLeast, 10)).
+		FieldValue(layout.FieldVouchers, loss.Vouchers).FieldValue(layout.FieldShard, loss.Shard).Build()
+	return s.client.Do(ctx, cmd).Error()
+}
+
+// parseLoss reads an entry of the epochs stream; one written before kinds
+// existed is LossEmptied.
+func parseLoss(f map[string]string) EpochLoss {
+	ms, _ := strconv.ParseInt(f[layout.FieldNoticed], 10, 64)
+	most, _ := strconv.ParseInt(f[layout.FieldMayBeLost], 10, 64)
+	least, _ := strconv.ParseInt(f[layout.FieldAtLeast], 10, 64)
+	return EpochLoss{Kind: cmp.Or(f[layout.FieldLossKind], LossEmptied), Noticed: time.UnixMilli(ms),
+		Previous: f[layout.FieldPrevious], Epoch: f[layout.FieldEpoch], Node: f[layout.FieldNode], By: f[layout.FieldBy],
+		MayBeLost: most, AtLeast: least, Vouchers: f[layout.FieldVouchers], Shard: f[layout.FieldShard]}
 }

@@ -27,7 +27,7 @@
 --
 -- The first write is the HINCRBY of the stock: under maxmemory Redis
 -- refuses a script only at its first write, so a refused batch takes
--- nothing (see redisfault.go); a batch that got past it is written whole,
+-- nothing (see DESIGN.md, "A full Redis"); a batch that got past it is written whole,
 -- even past maxmemory (at most gateMaxBatch orders, replicaMaxBatch in
 -- durability replica). (Reading every buyer with one HMGET and
 -- writing them with one HSET was measured no cheaper than this loop.)

@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -7,9 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/async/internal/layout"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // status returns the order's status, or "" for no order.
@@ -34,44 +39,44 @@ func TestPlaceOrderOutcomes(t *testing.T) {
 			return 987654321, 1
 		}, flashsale.ENotFound, ""},
 		{"in MySQL only: reloaded, then accepted", func() (int64, int64) {
-			id, err := e.ids.NextID(ctx)
+			id, err := e.IDs.NextID(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			v := &flashsale.Voucher{ID: id, Title: "mysql only", Stock: 3, BeginTime: time.Now().Add(-hour), EndTime: time.Now().Add(hour)}
-			if err := e.db.CreateVoucher(ctx, v); err != nil {
+			if err := e.DB.CreateVoucher(ctx, v); err != nil {
 				t.Fatal(err)
 			}
 			return v.ID, 1
 		}, "", flashsale.StatusPending},
 		{"not started", func() (int64, int64) {
-			return e.voucher(3, time.Now().Add(hour), time.Now().Add(2*hour)).ID, 1
+			return e.Voucher(3, time.Now().Add(hour), time.Now().Add(2*hour)).ID, 1
 		}, flashsale.ENotStarted, ""},
 		{"ended", func() (int64, int64) {
-			return e.voucher(3, time.Now().Add(-2*hour), time.Now().Add(-hour)).ID, 1
+			return e.Voucher(3, time.Now().Add(-2*hour), time.Now().Add(-hour)).ID, 1
 		}, flashsale.EEnded, ""},
 		{"sold out", func() (int64, int64) {
-			v := e.voucher(1)
-			e.buy(v.ID, 1)
+			v := e.Voucher(1)
+			e.Buy(v.ID, 1)
 			return v.ID, 2
 		}, flashsale.ESoldOut, ""},
 		{"duplicate", func() (int64, int64) {
-			v := e.voucher(3)
-			e.buy(v.ID, 1)
+			v := e.Voucher(3)
+			e.Buy(v.ID, 1)
 			return v.ID, 1
 		}, flashsale.EDuplicateOrder, ""},
 		{"accepted", func() (int64, int64) {
-			return e.voucher(3).ID, 1
+			return e.Voucher(3).ID, 1
 		}, "", flashsale.StatusPending},
 		{"user id not positive", func() (int64, int64) {
-			return e.voucher(3).ID, 0
+			return e.Voucher(3).ID, 0
 		}, flashsale.EInvalid, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			voucherID, userID := tc.setup()
-			o, err := e.svc.PlaceOrder(ctx, voucherID, userID)
-			if code(err) != tc.wantCode || status(o) != tc.wantStatus {
+			o, err := e.Svc.PlaceOrder(ctx, voucherID, userID)
+			if asynctest.Code(err) != tc.wantCode || status(o) != tc.wantStatus {
 				t.Errorf("PlaceOrder = %+v, %v; want code %q, status %q", o, err, tc.wantCode, tc.wantStatus)
 			}
 		})
@@ -81,30 +86,30 @@ func TestPlaceOrderOutcomes(t *testing.T) {
 func TestAcceptedOrderIsPendingUntilPersisted(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	v := e.voucher(5)
-	o := e.buy(v.ID, 42)[0]
+	v := e.Voucher(5)
+	o := e.Buy(v.ID, 42)[0]
 	if o.VoucherID != v.ID || o.UserID != 42 || o.ID <= 0 || o.CreatedAt.IsZero() {
 		t.Errorf("accepted order = %+v", o)
 	}
-	found, err := e.svc.FindOrder(ctx, o.ID)
+	found, err := e.Svc.FindOrder(ctx, o.ID)
 	if err != nil || found.Status != flashsale.StatusPending || found.UserID != 42 || found.VoucherID != v.ID {
 		t.Errorf("FindOrder before the consumer = %+v, %v; want pending", found, err)
 	}
-	got, err := e.svc.FindVoucher(ctx, v.ID)
+	got, err := e.Svc.FindVoucher(ctx, v.ID)
 	if err != nil || got.Remaining != 4 || got.Orders != 1 || got.Stock != 5 || got.Title != v.Title {
 		t.Errorf("FindVoucher = %+v, %v; want remaining 4 and 1 order from Redis", got, err)
 	}
-	_, err = e.svc.PlaceOrder(ctx, v.ID, 42)
-	if code(err) != flashsale.EDuplicateOrder || !strings.Contains(flashsale.ErrorMessage(err), itoa(o.ID)) {
+	_, err = e.Svc.PlaceOrder(ctx, v.ID, 42)
+	if asynctest.Code(err) != flashsale.EDuplicateOrder || !strings.Contains(flashsale.ErrorMessage(err), itoa(o.ID)) {
 		t.Errorf("second order = %v; want EDuplicateOrder naming order %d", err, o.ID)
 	}
-	if _, err := e.svc.FindOrder(ctx, o.ID+1_000_000); code(err) != flashsale.ENotFound {
+	if _, err := e.Svc.FindOrder(ctx, o.ID+1_000_000); asynctest.Code(err) != flashsale.ENotFound {
 		t.Errorf("FindOrder of an unknown id = %v; want ENotFound", err)
 	}
 
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, 1)
-	found, err = e.svc.FindOrder(ctx, o.ID)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, 1)
+	found, err = e.Svc.FindOrder(ctx, o.ID)
 	if err != nil || found.Status != flashsale.StatusCreated {
 		t.Errorf("FindOrder after the consumer = %+v, %v; want created", found, err)
 	}
@@ -116,52 +121,42 @@ func TestAcceptedOrderIsPendingUntilPersisted(t *testing.T) {
 func TestFindVoucherNotLoadedShowsMySQL(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	v := e.voucher(10)
-	e.buy(v.ID, 1, 2, 3)
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, 3)
-	vk := e.svc.keys.voucher(v.ID)
-	e.do(e.client.B().Del().Key(vk.meta, vk.buyers).Build())
-	got, err := e.svc.FindVoucher(ctx, v.ID)
+	v := e.Voucher(10)
+	e.Buy(v.ID, 1, 2, 3)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, 3)
+	vk := e.Keys.Voucher(v.ID)
+	e.Do(e.Client.B().Del().Key(vk.Meta, vk.Buyers).Build())
+	got, err := e.Svc.FindVoucher(ctx, v.ID)
 	if err != nil || got.Remaining != 7 || got.Orders != 3 {
 		t.Errorf("FindVoucher of a voucher not in Redis = %+v, %v; want MySQL's remaining 7 and 3 orders", got, err)
 	}
-	if _, err := e.svc.FindVoucher(ctx, 987654321); code(err) != flashsale.ENotFound {
+	if _, err := e.Svc.FindVoucher(ctx, 987654321); asynctest.Code(err) != flashsale.ENotFound {
 		t.Errorf("FindVoucher of an unknown voucher = %v; want ENotFound", err)
 	}
-}
-
-// redisTime returns the Redis server's clock.
-func redisTime(t *testing.T, c rueidis.Client) time.Time {
-	t.Helper()
-	ts, err := c.Do(context.Background(), c.B().Time().Build()).AsIntSlice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return time.Unix(ts[0], ts[1]*1000)
 }
 
 func TestWindowIsDecidedByRedisTime(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	now := redisTime(t, e.client)
+	now := asynctest.RedisTime(t, e.Client)
 	begin, end := now.Add(2*time.Second), now.Add(3*time.Second)
-	v := e.voucher(10, begin, end)
+	v := e.Voucher(10, begin, end)
 
-	_, err := e.svc.PlaceOrder(ctx, v.ID, 1)
-	if code(err) != flashsale.ENotStarted || flashsale.RetryAfter(err) <= 0 || flashsale.RetryAfter(err) > 2*time.Second {
+	_, err := e.Svc.PlaceOrder(ctx, v.ID, 1)
+	if asynctest.Code(err) != flashsale.ENotStarted || flashsale.RetryAfter(err) <= 0 || flashsale.RetryAfter(err) > 2*time.Second {
 		t.Fatalf("before the window = %v (retry after %v); want ENotStarted within 2s", err, flashsale.RetryAfter(err))
 	}
-	e.waitFor("Redis's clock to reach the start", 10*time.Second, func() (bool, error) {
-		return !redisTime(t, e.client).Before(begin), nil
+	e.WaitFor("Redis's clock to reach the start", 10*time.Second, func() (bool, error) {
+		return !asynctest.RedisTime(t, e.Client).Before(begin), nil
 	})
-	if _, err := e.svc.PlaceOrder(ctx, v.ID, 1); err != nil {
+	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 1); err != nil {
 		t.Fatalf("inside the window: %v", err)
 	}
-	e.waitFor("Redis's clock to reach the end", 10*time.Second, func() (bool, error) {
-		return !redisTime(t, e.client).Before(end), nil
+	e.WaitFor("Redis's clock to reach the end", 10*time.Second, func() (bool, error) {
+		return !asynctest.RedisTime(t, e.Client).Before(end), nil
 	})
-	if _, err := e.svc.PlaceOrder(ctx, v.ID, 2); code(err) != flashsale.EEnded {
+	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 2); asynctest.Code(err) != flashsale.EEnded {
 		t.Fatalf("after the window = %v; want EEnded", err)
 	}
 }
@@ -171,11 +166,11 @@ func TestWindowIsDecidedByRedisTime(t *testing.T) {
 // the sale starts, not when the remembered verdict runs out.
 func TestNotStartedRetryAfterIsTheStart(t *testing.T) {
 	e := newEnv(t)
-	now := redisTime(t, e.client)
-	v := e.voucher(10, now.Add(time.Hour), now.Add(2*time.Hour))
+	now := asynctest.RedisTime(t, e.Client)
+	v := e.Voucher(10, now.Add(time.Hour), now.Add(2*time.Hour))
 	for i, user := range []int64{1, 2, 3} { // the first asks Redis, the others hit the verdict
-		_, err := e.svc.PlaceOrder(context.Background(), v.ID, user)
-		if code(err) != flashsale.ENotStarted || flashsale.RetryAfter(err) < 59*time.Minute || flashsale.RetryAfter(err) > time.Hour {
+		_, err := e.Svc.PlaceOrder(context.Background(), v.ID, user)
+		if asynctest.Code(err) != flashsale.ENotStarted || flashsale.RetryAfter(err) < 59*time.Minute || flashsale.RetryAfter(err) > time.Hour {
 			t.Fatalf("order %d an hour before the sale = %v (retry after %v); want ENotStarted, retry after about an hour", i+1, err, flashsale.RetryAfter(err))
 		}
 	}
@@ -185,23 +180,23 @@ func TestSoldOutIsRememberedBriefly(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	var err error
-	e.svc, err = NewService(e.client, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log, VerdictTTL: 3 * time.Second})
+	e.Svc, err = async.NewService(e.Client, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log, VerdictTTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := e.voucher(1)
-	e.buy(v.ID, 1)
-	if _, err := e.svc.PlaceOrder(ctx, v.ID, 2); code(err) != flashsale.ESoldOut {
+	v := e.Voucher(1)
+	e.Buy(v.ID, 1)
+	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 2); asynctest.Code(err) != flashsale.ESoldOut {
 		t.Fatalf("after the last unit = %v; want ESoldOut", err)
 	}
 	// Give the unit back behind the instance's back, as reconciliation does.
-	vk := e.svc.keys.voucher(v.ID)
-	e.do(e.client.B().Hincrby().Key(vk.meta).Field("stock").Increment(1).Build())
-	if _, err := e.svc.PlaceOrder(ctx, v.ID, 2); code(err) != flashsale.ESoldOut {
+	vk := e.Keys.Voucher(v.ID)
+	e.Do(e.Client.B().Hincrby().Key(vk.Meta).Field("stock").Increment(1).Build())
+	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 2); asynctest.Code(err) != flashsale.ESoldOut {
 		t.Fatalf("right after the give-back = %v; want ESoldOut from the local verdict", err)
 	}
-	e.waitFor("the local verdict to expire", 10*time.Second, func() (bool, error) {
-		_, err := e.svc.PlaceOrder(ctx, v.ID, 2)
+	e.WaitFor("the local verdict to expire", 10*time.Second, func() (bool, error) {
+		_, err := e.Svc.PlaceOrder(ctx, v.ID, 2)
 		return err == nil, nil
 	})
 }
@@ -219,17 +214,17 @@ func TestConcurrentSaleSellsExactlyTheStock(t *testing.T) {
 // drained it, MySQL sold exactly the stock.
 func sellExactly(t *testing.T, e *env, stock, buyers, attempts int) {
 	t.Helper()
-	v := e.voucher(stock)
-	accepted := sell(t, e, v.ID, buyers, attempts)
+	v := e.Voucher(stock)
+	accepted := e.Sell(v.ID, buyers, attempts)
 	if len(accepted) != stock {
 		t.Fatalf("%d orders accepted, want %d", len(accepted), stock)
 	}
-	if s, _, b := e.snapshot(v.ID); s != 0 || b != int64(stock) {
+	if s, _, b := e.Snapshot(v.ID); s != 0 || b != int64(stock) {
 		t.Errorf("Redis after the sale: stock %d, buyers %d; want 0 and %d", s, b, stock)
 	}
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, stock)
-	e.checkSold(v, accepted)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, stock)
+	e.CheckSold(v, accepted)
 }
 
 // TestConcurrentSaleOnCluster runs the same sale on a Redis Cluster,
@@ -240,54 +235,8 @@ func TestConcurrentSaleOnCluster(t *testing.T) {
 	const stock, buyers, attempts = 500, 2000, 3
 	c := testenv.SharedCluster(t)
 	client, prefix := c.PrefixedClient(t)
-	dsn, url := mysqlDatabase(t)
+	dsn, url := asynctest.MySQLDatabase(t)
 	sellExactly(t, newEnvOn(t, client, prefix, dsn, url), stock, buyers, attempts)
-}
-
-// sell runs a sale: every buyer 1..buyers sends attempts orders, all
-// requests at once, and sell returns the accepted orders, checking that
-// each refusal is ESoldOut or EDuplicateOrder and that nobody got two.
-func sell(t *testing.T, e *env, voucherID int64, buyers, attempts int) []*flashsale.Order {
-	t.Helper()
-	var (
-		mu       sync.Mutex
-		accepted []*flashsale.Order
-		byUser   = map[int64]int{}
-		wg       sync.WaitGroup
-		bad      error
-	)
-	start := make(chan struct{})
-	for u := 1; u <= buyers; u++ {
-		for range attempts {
-			wg.Go(func() {
-				<-start
-				o, err := e.svc.PlaceOrder(context.Background(), voucherID, int64(u))
-				switch c := code(err); c {
-				case "":
-					mu.Lock()
-					accepted = append(accepted, o)
-					byUser[o.UserID]++
-					mu.Unlock()
-				case flashsale.ESoldOut, flashsale.EDuplicateOrder:
-				default:
-					mu.Lock()
-					bad = err
-					mu.Unlock()
-				}
-			})
-		}
-	}
-	close(start)
-	wg.Wait()
-	if bad != nil {
-		t.Fatalf("unexpected refusal: %v", bad)
-	}
-	for u, n := range byUser {
-		if n != 1 {
-			t.Errorf("user %d got %d orders", u, n)
-		}
-	}
-	return accepted
 }
 
 func TestCreateVoucherUndoesMySQLWhenRedisFails(t *testing.T) {
@@ -298,16 +247,16 @@ func TestCreateVoucherUndoesMySQLWhenRedisFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	broken.Close()
-	svc, err := NewService(broken, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log})
+	svc, err := async.NewService(broken, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := &flashsale.Voucher{Title: "never", Stock: 5, BeginTime: time.Now(), EndTime: time.Now().Add(time.Hour)}
 	err = svc.CreateVoucher(ctx, v)
-	if code(err) != flashsale.EUnavailable {
+	if asynctest.Code(err) != flashsale.EUnavailable {
 		t.Fatalf("CreateVoucher with Redis down = %v; want EUnavailable", err)
 	}
-	if _, err := e.db.FindVoucher(ctx, v.ID); code(err) != flashsale.ENotFound {
+	if _, err := e.DB.FindVoucher(ctx, v.ID); asynctest.Code(err) != flashsale.ENotFound {
 		t.Errorf("voucher %d in MySQL after the failed create: %v; want ENotFound", v.ID, err)
 	}
 }
@@ -315,15 +264,15 @@ func TestCreateVoucherUndoesMySQLWhenRedisFails(t *testing.T) {
 func TestReloadAfterRedisLossFromTwoInstances(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	v := e.voucher(100)
-	before := e.buy(v.ID, users(1, 30)...)
-	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, 30)
+	v := e.Voucher(100)
+	before := e.Buy(v.ID, asynctest.Users(1, 30)...)
+	stop := e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, 30)
 	stop()
 	// Redis loses the voucher; two instances meet it again at once.
-	vk := e.svc.keys.voucher(v.ID)
-	e.do(e.client.B().Del().Key(vk.meta, vk.buyers, vk.orders).Build())
-	other, err := NewService(e.client, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log})
+	vk := e.Keys.Voucher(v.ID)
+	e.Do(e.Client.B().Del().Key(vk.Meta, vk.Buyers, vk.Orders).Build())
+	other, err := async.NewService(e.Client, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +282,7 @@ func TestReloadAfterRedisLossFromTwoInstances(t *testing.T) {
 		accepted []*flashsale.Order
 	)
 	for u := int64(1); u <= 200; u++ {
-		for _, svc := range []*Service{e.svc, other} {
+		for _, svc := range []*async.Service{e.Svc, other} {
 			wg.Go(func() {
 				o, err := svc.PlaceOrder(ctx, v.ID, u)
 				if err == nil {
@@ -353,40 +302,40 @@ func TestReloadAfterRedisLossFromTwoInstances(t *testing.T) {
 			t.Errorf("user %d bought again after the reload", o.UserID)
 		}
 	}
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, 100)
-	e.checkSold(v, append(before, accepted...))
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, 100)
+	e.CheckSold(v, append(before, accepted...))
 }
 
 func TestReloadCountsOrdersStillInTheStream(t *testing.T) {
 	tests := []struct {
 		name string
-		lost func(vk voucherKeys) []string
+		lost func(vk layout.VoucherKeys) []string
 	}{
-		{"meta and buyers lost", func(vk voucherKeys) []string { return []string{vk.meta, vk.buyers} }},
+		{"meta and buyers lost", func(vk layout.VoucherKeys) []string { return []string{vk.Meta, vk.Buyers} }},
 		// The buyers survive: the stream's buyers are in them already.
-		{"meta lost", func(vk voucherKeys) []string { return []string{vk.meta} }},
+		{"meta lost", func(vk layout.VoucherKeys) []string { return []string{vk.Meta} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			v := e.voucher(10)
-			accepted := e.buy(v.ID, users(1, 4)...)
+			v := e.Voucher(10)
+			accepted := e.Buy(v.ID, asynctest.Users(1, 4)...)
 			// The stream, with 4 orders not persisted yet, survives.
-			e.do(e.client.B().Del().Key(tt.lost(e.svc.keys.voucher(v.ID))...).Build())
-			if err := e.svc.Reload(context.Background(), v.ID); err != nil {
+			e.Do(e.Client.B().Del().Key(tt.lost(e.Keys.Voucher(v.ID))...).Build())
+			if err := e.Svc.Reload(context.Background(), v.ID); err != nil {
 				t.Fatal(err)
 			}
-			if s, _, b := e.snapshot(v.ID); s != 6 || b != 4 {
+			if s, _, b := e.Snapshot(v.ID); s != 6 || b != 4 {
 				t.Errorf("after the reload: stock %d, buyers %d; want 6 and 4", s, b)
 			}
-			if _, err := e.svc.PlaceOrder(context.Background(), v.ID, 1); code(err) != flashsale.EDuplicateOrder {
+			if _, err := e.Svc.PlaceOrder(context.Background(), v.ID, 1); asynctest.Code(err) != flashsale.EDuplicateOrder {
 				t.Errorf("a buyer whose order is in the stream ordered again: %v", err)
 			}
-			accepted = append(accepted, e.buy(v.ID, users(5, 10)...)...)
-			e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-			e.waitDrained(v.ID, 10)
-			e.checkSold(v, accepted)
+			accepted = append(accepted, e.Buy(v.ID, asynctest.Users(5, 10)...)...)
+			e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+			e.WaitDrained(v.ID, 10)
+			e.CheckSold(v, accepted)
 		})
 	}
 }
@@ -396,17 +345,17 @@ func TestReloadCountsOrdersStillInTheStream(t *testing.T) {
 // id until persisted).
 func TestPointerTTLUnderASecond(t *testing.T) {
 	e := newEnv(t)
-	svc, err := NewService(e.client, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log, PointerTTL: 500 * time.Millisecond})
+	svc, err := async.NewService(e.Client, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log, PointerTTL: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := e.voucher(1)
+	v := e.Voucher(1)
 	o, err := svc.PlaceOrder(context.Background(), v.ID, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bucket, _ := svc.keys.order(o.ID)
-	pttl, err := e.do(e.client.B().Pttl().Key(bucket).Build()).AsInt64()
+	bucket, _ := svc.Keys().Pointer(o.ID)
+	pttl, err := e.Do(e.Client.B().Pttl().Key(bucket).Build()).AsInt64()
 	if err != nil || pttl <= 0 || pttl > 500 {
 		t.Fatalf("pointer PTTL = %d ms, %v; want in (0, 500]", pttl, err)
 	}
@@ -417,9 +366,9 @@ func TestPointerTTLUnderASecond(t *testing.T) {
 // itself goes on, bounded by its own timeout.
 func TestReloadReturnsWhenItsCallerStopsWaiting(t *testing.T) {
 	e := newEnv(t)
-	v := e.voucher(10)
+	v := e.Voucher(10)
 	p := testenv.StartProxy(t)
-	svc, err := NewService(p.Client(t), e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log})
+	svc, err := async.NewService(p.Client(t), e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +378,7 @@ func TestReloadReturnsWhenItsCallerStopsWaiting(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	err = svc.Reload(ctx, v.ID)
-	if waited := time.Since(start); code(err) != flashsale.EUnavailable || waited > 2*time.Second {
+	if waited := time.Since(start); asynctest.Code(err) != flashsale.EUnavailable || waited > 2*time.Second {
 		t.Fatalf("Reload with Redis silent = %v after %v; want unavailable once the 300ms deadline passed", err, waited)
 	}
 }
@@ -440,17 +389,17 @@ func TestReloadReturnsWhenItsCallerStopsWaiting(t *testing.T) {
 func TestConcurrentOrdersFindTheirPointers(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	vouchers := []*flashsale.Voucher{e.voucher(200), e.voucher(200)}
+	vouchers := []*flashsale.Voucher{e.Voucher(200), e.Voucher(200)}
 	var wg sync.WaitGroup
 	for u := range int64(300) {
 		wg.Go(func() {
 			v := vouchers[u%2]
-			o, err := e.svc.PlaceOrder(ctx, v.ID, u+1)
+			o, err := e.Svc.PlaceOrder(ctx, v.ID, u+1)
 			if err != nil {
 				t.Errorf("PlaceOrder(user %d): %v", u+1, err)
 				return
 			}
-			found, err := e.svc.FindOrder(ctx, o.ID)
+			found, err := e.Svc.FindOrder(ctx, o.ID)
 			if err != nil || found.Status != flashsale.StatusPending || found.UserID != u+1 || found.VoucherID != v.ID {
 				t.Errorf("FindOrder(%d) = %+v, %v; want pending for user %d of voucher %d", o.ID, found, err, u+1, v.ID)
 			}

@@ -98,7 +98,7 @@ func (s *Service) newGateQueue(voucherID int64, keys []string) *gateQueue {
 	q := &gateQueue{home: &s.gates, gateKeys: keys, workers: gateWorkers, maxBatch: gateMaxBatch}
 	if s.cfg.Durability.Mode == DurabilityReplica {
 		// No shards in durability replica: keys are the voucher's.
-		q.syncKey = s.keys.newLocal(voucherID).syncKey
+		q.syncKey = newLocal(s.keys, voucherID).syncKey
 		q.workers, q.maxBatch = replicaWorkers, replicaMaxBatch
 	}
 	return q

@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -17,13 +20,13 @@ import (
 func TestGateBatchDecidesInOrder(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	v := e.voucher(2)
-	if err := e.svc.Reload(ctx, v.ID); err != nil {
+	v := e.Voucher(2)
+	if err := e.Svc.Reload(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
-	keys := e.svc.keys.newLocal(v.ID).gateKeys
+	keys := e.Keys.Voucher(v.ID).Gate()
 	args := []string{"1", "101", "1", "102", "2", "103", "3", "104", "1", "105"}
-	res, err := gateScript.Exec(ctx, e.client, keys, args).ToArray()
+	res, err := async.GateScript.Exec(ctx, e.Client, keys, args).ToArray()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +34,11 @@ func TestGateBatchDecidesInOrder(t *testing.T) {
 		code  int64
 		value string // stock left, or the order id of a duplicate
 	}{
-		{gateAccepted, "1"},
-		{gateDuplicate, "101"}, // the same buyer earlier in the batch
-		{gateAccepted, "0"},
-		{gateSoldOut, ""},
-		{gateSoldOut, ""}, // sold out is answered before duplicate, as alone
+		{async.GateAccepted, "1"},
+		{async.GateDuplicate, "101"}, // the same buyer earlier in the batch
+		{async.GateAccepted, "0"},
+		{async.GateSoldOut, ""},
+		{async.GateSoldOut, ""}, // sold out is answered before duplicate, as alone
 	}
 	if len(res) != len(want) {
 		t.Fatalf("%d replies for %d orders: %v", len(res), len(want), res)
@@ -57,7 +60,7 @@ func TestGateBatchDecidesInOrder(t *testing.T) {
 			t.Errorf("order %d: got {%d %q}, want {%d %q}", i, code, value, w.code, w.value)
 		}
 	}
-	if stock, _, buyers := e.snapshot(v.ID); stock != 0 || buyers != 2 {
+	if stock, _, buyers := e.Snapshot(v.ID); stock != 0 || buyers != 2 {
 		t.Errorf("stock %d, buyers %d; want 0 and 2", stock, buyers)
 	}
 }
@@ -70,7 +73,7 @@ func TestGateBatchesConcurrentBuyers(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	const stock, buyers = 150, 400
-	v := e.voucher(stock)
+	v := e.Voucher(stock)
 	var (
 		mu       sync.Mutex
 		accepted []*flashsale.Order
@@ -80,26 +83,26 @@ func TestGateBatchesConcurrentBuyers(t *testing.T) {
 	for u := int64(1); u <= buyers; u++ {
 		for range 2 {
 			wg.Go(func() {
-				o, err := e.svc.PlaceOrder(ctx, v.ID, u)
+				o, err := e.Svc.PlaceOrder(ctx, v.ID, u)
 				mu.Lock()
 				defer mu.Unlock()
 				if err == nil {
 					accepted = append(accepted, o)
 				}
-				codes[code(err)]++
+				codes[asynctest.Code(err)]++
 			})
 		}
 	}
 	wg.Wait()
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, stock)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, stock)
 	if len(accepted) != stock {
 		t.Fatalf("accepted %d orders of stock %d; answers %v", len(accepted), stock, codes)
 	}
 	if got := codes[flashsale.ESoldOut] + codes[flashsale.EDuplicateOrder]; got != 2*buyers-stock {
 		t.Errorf("answers %v: want every other attempt sold_out or duplicate_order", codes)
 	}
-	e.checkSold(v, accepted)
+	e.CheckSold(v, accepted)
 }
 
 // TestGateDropsAbandonedOrders stalls Redis (SIGSTOP) while 2,000 buyers
@@ -110,7 +113,7 @@ func TestGateDropsAbandonedOrders(t *testing.T) {
 	e := newEnv(t)
 	srv := testenv.StartRedis(t)
 	rc := srv.Client(t)
-	svc, err := NewService(rc, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log})
+	svc, err := async.NewService(rc, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +137,7 @@ func TestGateDropsAbandonedOrders(t *testing.T) {
 			defer cancel()
 			_, err := svc.PlaceOrder(ctx, v.ID, u)
 			mu.Lock()
-			codes[code(err)]++
+			codes[asynctest.Code(err)]++
 			mu.Unlock()
 		})
 	}
@@ -144,22 +147,21 @@ func TestGateDropsAbandonedOrders(t *testing.T) {
 	if codes[flashsale.EUnavailable] != 2000 {
 		t.Fatalf("answers during the stall: %v; want 2000 unavailable", codes)
 	}
-	vk := svc.keys.voucher(v.ID)
+	vk := svc.Keys().Voucher(v.ID)
 	var buyers, stock int64
-	e.waitFor("the queue to drain", 15*time.Second, func() (bool, error) {
-		_, queued := svc.gates.Load(vk.meta)
-		return !queued, nil
+	e.WaitFor("the queue to drain", 15*time.Second, func() (bool, error) {
+		return !svc.Queued(vk.Meta), nil
 	})
-	buyers, err = rc.Do(ctx, rc.B().Hlen().Key(vk.buyers).Build()).AsInt64()
+	buyers, err = rc.Do(ctx, rc.B().Hlen().Key(vk.Buyers).Build()).AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stock, err = rc.Do(ctx, rc.B().Hget().Key(vk.meta).Field("stock").Build()).AsInt64()
+	stock, err = rc.Do(ctx, rc.B().Hget().Key(vk.Meta).Field("stock").Build()).AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if buyers > 1+gateMaxBatch {
-		t.Errorf("%d buyers in Redis after the stall; want at most 1 + one batch (%d)", buyers, 1+gateMaxBatch)
+	if buyers > 1+async.GateMaxBatch {
+		t.Errorf("%d buyers in Redis after the stall; want at most 1 + one batch (%d)", buyers, 1+async.GateMaxBatch)
 	}
 	if stock+buyers != int64(v.Stock) {
 		t.Errorf("stock %d + buyers %d != %d", stock, buyers, v.Stock)

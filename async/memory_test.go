@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/flashsale/flashsale/async/consume"
 )
 
 // BenchmarkRedisMemory measures what a sale costs in Redis memory, on a
@@ -24,8 +26,8 @@ func BenchmarkRedisMemory(b *testing.B) {
 	const n = 20000
 	e, _ := privateEnv(b)
 	ctx := context.Background()
-	v := e.voucher(n)
-	e.buy(v.ID, n+1) // the ID generator's hash, the stream and the group exist
+	v := e.Voucher(n)
+	e.Buy(v.ID, n+1) // the ID generator's hash, the stream and the group exist
 	base := e.usedMemory()
 	var next atomic.Int64
 	next.Store(n + 1)
@@ -33,7 +35,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	for range 16 {
 		wg.Go(func() {
 			for u := next.Add(1); u <= 2*n; u = next.Add(1) {
-				if _, err := e.svc.PlaceOrder(ctx, v.ID, u); err != nil {
+				if _, err := e.Svc.PlaceOrder(ctx, v.ID, u); err != nil {
 					b.Error(err)
 					return
 				}
@@ -43,23 +45,23 @@ func BenchmarkRedisMemory(b *testing.B) {
 	wg.Wait()
 	sold := float64(n - 1)
 	grown := float64(e.usedMemory() - base)
-	vk := e.svc.keys.voucher(v.ID)
+	vk := e.Keys.Voucher(v.ID)
 	usage := func(key string) float64 {
-		m, err := e.do(e.client.B().MemoryUsage().Key(key).Samples(0).Build()).AsInt64()
+		m, err := e.Do(e.Client.B().MemoryUsage().Key(key).Samples(0).Build()).AsInt64()
 		if err != nil {
 			b.Fatal(err)
 		}
 		return float64(m)
 	}
-	buyers, stream := usage(vk.buyers), usage(vk.orders)
+	buyers, stream := usage(vk.Buyers), usage(vk.Orders)
 	b.ReportMetric(grown/sold, "inflight-B/order")
 	b.ReportMetric(buyers/float64(n), "buyer-B")
 	b.ReportMetric(stream/float64(n), "entry-B")
 	b.ReportMetric((grown-(buyers+stream)*sold/float64(n))/sold, "pointer-B")
 
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, n)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, n)
 	b.ReportMetric(float64(e.usedMemory()-base)/sold, "persisted-B/order")
 	b.Logf("%d orders: used_memory +%.0f B in flight; buyers hash %.0f B, stream %.0f B; stream after draining %s B",
-		n, grown, buyers, stream, strconv.FormatFloat(usage(vk.orders), 'f', 0, 64))
+		n, grown, buyers, stream, strconv.FormatFloat(usage(vk.Orders), 'f', 0, 64))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/flashsale/flashsale/async/internal/layout"
 	"github.com/flashsale/flashsale/internal/hashslot"
 )
 
@@ -64,20 +65,17 @@ type epochChange struct {
 	node      string // the master's address; "" outside Redis Cluster
 }
 
-// nodeEpoch returns the key of the n-th per-master epoch.
-func (k keyspace) nodeEpoch(n int) string { return k.prefix + "{e" + strconv.Itoa(n) + "}:epoch" }
-
 // epochKeys returns the epoch keys one check reads: <prefix>epoch, then
 // each master's (the first of the tags on its slots), in tag order.
-func (k keyspace) epochKeys(t topology) []string {
-	keys := []string{k.epoch()}
+func epochKeys(k layout.Keyspace, t topology) []string {
+	keys := []string{k.Epoch()}
 	masters := map[string]bool{}
 	for _, r := range t {
 		masters[r.addr] = false
 	}
 	left := len(masters)
 	for n := 0; left > 0 && n < maxEpochTag; n++ {
-		key := k.nodeEpoch(n)
+		key := k.NodeEpoch(n)
 		if done, ok := masters[t.ownerOf(key)]; ok && !done {
 			masters[t.ownerOf(key)] = true
 			keys = append(keys, key)
@@ -158,7 +156,7 @@ func parseSlotRange(e rueidis.RedisMessage) (slotOwner, error) {
 // key of t in one pipeline and returns, per node, the first key found gone
 // or changed since the last check; it remembers what it read.
 func (s *Service) readEpochKeys(ctx context.Context, t topology, candidate string) (map[string]epochChange, error) {
-	keys := s.keys.epochKeys(t)
+	keys := epochKeys(s.keys, t)
 	execs := make([]rueidis.LuaExec, len(keys))
 	for i, k := range keys {
 		execs[i] = rueidis.LuaExec{Keys: []string{k}, Args: []string{candidate}}
@@ -190,7 +188,7 @@ func (s *Service) readEpochKeys(ctx context.Context, t topology, candidate strin
 	// Keys no longer read (their slot moved to a master with a smaller
 	// tag) are forgotten: read again later, they count as first seen.
 	s.epoch.seen = read
-	s.epoch.current = read[s.keys.epoch()]
+	s.epoch.current = read[s.keys.Epoch()]
 	return changes, nil
 }
 
@@ -201,7 +199,7 @@ func (s *Service) vouchersOn(node string, t topology, kept map[int64]*local, cou
 	hit := map[int64]int64{}
 	for id, l := range kept {
 		for _, vk := range l.keysOf(s.keys, id) {
-			if node == "" || t.ownerOf(vk.meta) == node {
+			if node == "" || t.ownerOf(vk.Meta) == node {
 				hit[id] = counted[id]
 				break
 			}
@@ -223,8 +221,8 @@ func (s *Service) reRegister(ctx context.Context, kept map[int64]*local, hit map
 			continue
 		}
 		for _, vk := range l.keysOf(s.keys, id) {
-			members = append(members, vk.body)
-			cmds = append(cmds, s.client.B().Exists().Key(vk.meta).Build())
+			members = append(members, vk.Body)
+			cmds = append(cmds, s.client.B().Exists().Key(vk.Meta).Build())
 		}
 	}
 	var loaded []string
@@ -238,7 +236,7 @@ func (s *Service) reRegister(ctx context.Context, kept map[int64]*local, hit map
 	if len(loaded) == 0 {
 		return
 	}
-	if err := s.client.Do(ctx, s.client.B().Sadd().Key(s.keys.registry()).Member(loaded...).Build()).Error(); err != nil {
+	if err := s.client.Do(ctx, s.client.B().Sadd().Key(s.keys.Registry()).Member(loaded...).Build()).Error(); err != nil {
 		s.log.Error("async: registering vouchers again after Redis lost the registry; run flashsale reconcile --fix", "err", err)
 	}
 }

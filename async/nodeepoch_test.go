@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -41,19 +44,19 @@ func newClusterSale(t *testing.T, c *testenv.Cluster, stock int, pick func(prefi
 		prefix = "test:" + testenv.Unique() + ":"
 	}
 	deletePrefixAtEnd(t, client, prefix)
-	dsn, url := mysqlDatabase(t)
+	dsn, url := asynctest.MySQLDatabase(t)
 	s := &clusterSale{e: newEnvOn(t, client, prefix, dsn, url), c: c, logs: &testenv.Buffer{},
 		on: map[int64]*testenv.RedisServer{}, accepted: map[int64]int64{}, codes: map[string]int{}}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), s.logs), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc, err := NewService(client, s.e.db, Config{Prefix: prefix, OrderIDs: s.e.ids, Logger: log})
+	svc, err := async.NewService(client, s.e.DB, async.Config{Prefix: prefix, OrderIDs: s.e.IDs, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.e.svc = svc
+	s.e.Svc = svc
 	perMaster := map[*testenv.RedisServer]int{}
 	for len(s.vouchers) < 40 {
-		v := s.e.voucher(stock)
-		m := c.MasterOf(testenv.Slot(svc.keys.voucher(v.ID).meta))
+		v := s.e.Voucher(stock)
+		m := c.MasterOf(testenv.Slot(svc.Keys().Voucher(v.ID).Meta))
 		s.vouchers, s.on[v.ID] = append(s.vouchers, v), m
 		perMaster[m]++
 		if len(perMaster) == len(c.Masters()) && minCount(perMaster) >= 2 {
@@ -76,16 +79,16 @@ func minCount(m map[*testenv.RedisServer]int) int {
 // watch runs the epoch watch, every 20ms, until the test ends.
 func (s *clusterSale) watch() {
 	e := s.e
-	if _, err := e.svc.CheckEpoch(context.Background()); err != nil {
-		e.t.Fatal(err)
+	if _, err := e.Svc.CheckEpoch(context.Background()); err != nil {
+		e.T.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { e.svc.WatchEpoch(ctx, 20*time.Millisecond) })
-	e.t.Cleanup(func() { stop(); wg.Wait() })
+	wg.Go(func() { e.Svc.WatchEpoch(ctx, 20*time.Millisecond) })
+	e.T.Cleanup(func() { stop(); wg.Wait() })
 }
 
-// sell has users 1..buyers order, 16 at once, user u the voucher u mod
+// sell has users 1..Buyers order, 16 at once, user u the voucher u mod
 // len(vouchers); after calls the first time trigger orders are accepted
 // in total.
 func (s *clusterSale) sell(buyers int64, trigger int, after func()) {
@@ -96,10 +99,10 @@ func (s *clusterSale) sell(buyers int64, trigger int, after func()) {
 		wg.Go(func() {
 			for u := next.Add(1); u <= buyers; u = next.Add(1) {
 				v := s.vouchers[int(u)%len(s.vouchers)]
-				o, err := s.e.svc.PlaceOrder(context.Background(), v.ID, u)
+				o, err := s.e.Svc.PlaceOrder(context.Background(), v.ID, u)
 				s.mu.Lock()
 				if err != nil {
-					s.codes[code(err)]++
+					s.codes[asynctest.Code(err)]++
 				} else {
 					s.accepted[o.ID] = v.ID
 				}
@@ -122,13 +125,13 @@ func (s *clusterSale) drain(buyers int64) {
 	for pass := 0; pass < 5 && !s.soldOut(); pass++ {
 		s.sell(buyers, 0, nil)
 	}
-	e.waitFor("the sale to drain and sell out in MySQL", 90*time.Second, func() (bool, error) {
-		b, err := e.svc.Backlog(context.Background())
+	e.WaitFor("the sale to drain and sell out in MySQL", 90*time.Second, func() (bool, error) {
+		b, err := e.Svc.Backlog(context.Background())
 		if err != nil || b > 0 {
 			return false, nil
 		}
 		for _, v := range s.vouchers {
-			if a, err := e.db.AuditVoucher(context.Background(), v.ID); err != nil || a.Remaining != 0 {
+			if a, err := e.DB.AuditVoucher(context.Background(), v.ID); err != nil || a.Remaining != 0 {
 				return false, err
 			}
 		}
@@ -139,7 +142,7 @@ func (s *clusterSale) drain(buyers int64) {
 // soldOut reports whether every voucher's stock in Redis is 0.
 func (s *clusterSale) soldOut() bool {
 	for _, v := range s.vouchers {
-		st, err := ReadState(context.Background(), s.e.client, s.e.prefix, v.ID)
+		st, err := async.ReadState(context.Background(), s.e.Client, s.e.Prefix, v.ID)
 		if err != nil || !st.Loaded || st.Stock != 0 {
 			return false
 		}
@@ -153,24 +156,24 @@ func (s *clusterSale) checkMySQL() map[int64]int64 {
 	e := s.e
 	ctx := context.Background()
 	for _, v := range s.vouchers {
-		a, err := e.db.AuditVoucher(ctx, v.ID)
+		a, err := e.DB.AuditVoucher(ctx, v.ID)
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		if a.Orders != v.Stock || a.Remaining != 0 || a.DistinctBuyers != v.Stock || a.DuplicateBuyers != 0 {
-			e.t.Errorf("voucher %d (on %s): MySQL audit %+v; want %d orders by as many buyers", v.ID, s.on[v.ID].Addr(), a, v.Stock)
+			e.T.Errorf("voucher %d (on %s): MySQL audit %+v; want %d orders by as many buyers", v.ID, s.on[v.ID].Addr(), a, v.Stock)
 		}
 	}
 	lost := map[int64]int64{}
 	for id, v := range s.accepted {
-		o, err := e.db.FindOrder(ctx, id)
+		o, err := e.DB.FindOrder(ctx, id)
 		switch {
-		case code(err) == flashsale.ENotFound:
+		case asynctest.Code(err) == flashsale.ENotFound:
 			lost[v]++
 		case err != nil:
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		case o.VoucherID != v:
-			e.t.Errorf("order %d: voucher %d in MySQL, accepted for %d", id, o.VoucherID, v)
+			e.T.Errorf("order %d: voucher %d in MySQL, accepted for %d", id, o.VoucherID, v)
 		}
 	}
 	return lost
@@ -207,7 +210,7 @@ func TestClusterMasterRestartedEmptyIsNoticed(t *testing.T) {
 	c := testenv.StartCluster(t, testenv.WithoutReplicas())
 	owner := func(key string) *testenv.RedisServer { return c.MasterOf(testenv.Slot(key)) }
 	s := newClusterSale(t, c, 40, func(p string) bool { return owner(p+"epoch") != owner(p+"vouchers") })
-	victim := owner(s.e.svc.keys.registry())
+	victim := owner(s.e.Keys.Registry())
 	s.watch()
 	total := 0
 	for _, v := range s.vouchers {
@@ -216,19 +219,19 @@ func TestClusterMasterRestartedEmptyIsNoticed(t *testing.T) {
 	buyers := int64(3 * total)
 	s.sell(buyers, total/3, func() { victim.Kill(); victim.Start() })
 	ctx := context.Background()
-	s.e.waitFor("the loss to be recorded", 60*time.Second, func() (bool, error) {
-		_, losses, err := ReadEpochs(ctx, s.e.client, s.e.prefix)
+	s.e.WaitFor("the loss to be recorded", 60*time.Second, func() (bool, error) {
+		_, losses, err := async.ReadEpochs(ctx, s.e.Client, s.e.Prefix)
 		return err == nil && len(losses) > 0, nil
 	})
-	s.e.run(NewConsumer(s.e.client, s.e.db, s.e.consumerConfig()))
+	s.e.Run(consume.New(s.e.Client, s.e.DB, s.e.ConsumerConfig()))
 	s.drain(buyers)
 
 	lost := s.checkMySQL()
-	_, losses, err := ReadEpochs(ctx, s.e.client, s.e.prefix)
+	_, losses, err := async.ReadEpochs(ctx, s.e.Client, s.e.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(losses) != 1 || losses[0].Node != victim.Addr() || losses[0].Kind != LossEmptied {
+	if len(losses) != 1 || losses[0].Node != victim.Addr() || losses[0].Kind != async.LossEmptied {
 		t.Fatalf("losses recorded: %+v; want one, emptied, on %s", losses, victim.Addr())
 	}
 	bound := map[int64]int64{}
@@ -273,14 +276,14 @@ func TestClusterSlotMigrationIsNoLoss(t *testing.T) {
 	c := testenv.StartCluster(t, testenv.WithoutReplicas())
 	s := newClusterSale(t, c, 40, func(string) bool { return true })
 	s.watch()
-	s.e.run(NewConsumer(s.e.client, s.e.db, s.e.consumerConfig()))
+	s.e.Run(consume.New(s.e.Client, s.e.DB, s.e.ConsumerConfig()))
 	ctx := context.Background()
 	keysNow := func() []string {
-		top, err := s.e.svc.readTopology(ctx)
+		top, err := s.e.Svc.ReadTopology(ctx)
 		if err != nil {
 			t.Error(err)
 		}
-		return s.e.svc.keys.epochKeys(top)
+		return async.EpochKeys(s.e.Keys, top)
 	}
 	before := keysNow()
 	if len(before) != 1+len(c.Masters()) {
@@ -296,7 +299,7 @@ func TestClusterSlotMigrationIsNoLoss(t *testing.T) {
 				break
 			}
 		}
-		vslot := testenv.Slot(s.e.svc.keys.voucher(voucher.ID).meta)
+		vslot := testenv.Slot(s.e.Keys.Voucher(voucher.ID).Meta)
 		for _, m := range c.Masters() {
 			if m != c.MasterOf(vslot) {
 				c.MigrateSlot(t, vslot, m)
@@ -319,7 +322,7 @@ func TestClusterSlotMigrationIsNoLoss(t *testing.T) {
 	if lost := s.checkMySQL(); len(lost) > 0 {
 		t.Errorf("accepted orders lost: %v", lost)
 	}
-	if _, losses, err := ReadEpochs(ctx, s.e.client, s.e.prefix); err != nil || len(losses) > 0 {
+	if _, losses, err := async.ReadEpochs(ctx, s.e.Client, s.e.Prefix); err != nil || len(losses) > 0 {
 		t.Errorf("losses recorded: %+v, %v; want none", losses, err)
 	}
 	for _, marker := range []string{"REDIS LOST", "ACCEPTED ORDERS LOST"} {

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashsale/flashsale"
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // Gate results, as gate.lua returns them.
@@ -110,7 +112,7 @@ func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherI
 		if left == 0 && l.shards == nil { // a dry shard is refilled from the others
 			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
 		}
-		o := &flashsale.Order{ID: orderID, VoucherID: voucherID, UserID: userID, Status: flashsale.StatusPending, CreatedAt: entryTime(entry)}
+		o := &flashsale.Order{ID: orderID, VoucherID: voucherID, UserID: userID, Status: flashsale.StatusPending, CreatedAt: layout.EntryTime(entry)}
 		s.writePointer(o)
 		return o, nil
 	case gateNotLoaded:
@@ -147,7 +149,7 @@ func (s *Service) FindOrder(ctx context.Context, id int64) (*flashsale.Order, er
 		return nil, err
 	}
 	vk := s.buyerKeys(ctx, voucher, user)
-	pending, err := lookupScript.Exec(ctx, s.client, []string{vk.buyers, vk.failed},
+	pending, err := lookupScript.Exec(ctx, s.client, []string{vk.Buyers, vk.Failed},
 		[]string{strconv.FormatInt(user, 10), strconv.FormatInt(id, 10)}).AsInt64()
 	if err != nil {
 		return nil, unavailable(fmt.Sprintf("find order %d", id), err)

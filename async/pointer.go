@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashsale/flashsale"
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
 )
 
 // Order pointers tell FindOrder which voucher and user an order id belongs
@@ -18,15 +19,12 @@ import (
 // accepted, and to keep that cheap they are batched: the pointers of the
 // orders accepted while the previous batch was on its way go out together,
 // as one HSET per bucket followed by its PEXPIRE, in one round trip. A
-// bucket is a hash of the orders whose ids were allocated in the same
-// pointerBucketSpan seconds (an id's upper bits are its second), so
-// FindOrder finds the bucket from the id alone and each command touches
-// one key. A bucket expires PointerTTL after its last write.
+// bucket is a hash of the orders whose ids were allocated in the same 16
+// seconds (an id's upper bits are its second: layout.Pointer), so FindOrder
+// finds the bucket from the id alone and each command touches one key. A
+// bucket expires PointerTTL after its last write.
 
 const (
-	// pointerBucketShift drops an id's sequence (32 bits) and the low 4
-	// bits of its second: a bucket spans 16 seconds of ids.
-	pointerBucketShift = 32 + 4
 	// pointerWorkers bounds the batches in flight at once.
 	pointerWorkers = 2
 	// pointerMaxBatch bounds the pointers of one batch.
@@ -47,12 +45,6 @@ type pointerQueue struct {
 	mu      sync.Mutex
 	calls   []*pointerCall
 	workers int
-}
-
-// order returns the key of the bucket holding an order's pointer and the
-// pointer's field in it.
-func (k keyspace) order(id int64) (key, field string) {
-	return k.prefix + "{p" + strconv.FormatInt(id>>pointerBucketShift, 10) + "}", strconv.FormatInt(id, 10)
 }
 
 // writePointer records which voucher and user an accepted order belongs
@@ -106,7 +98,7 @@ func (s *Service) writePointers(batch []*pointerCall) {
 	buckets := map[string][]string{} // usually one
 	for _, c := range batch {
 		o := c.order
-		key, field := s.keys.order(o.ID)
+		key, field := s.keys.Pointer(o.ID)
 		buckets[key] = append(buckets[key], field, strconv.FormatInt(o.VoucherID, 10)+":"+strconv.FormatInt(o.UserID, 10))
 	}
 	ttl := max(s.cfg.PointerTTL.Milliseconds(), 1) // PX: a TTL under a second still expires
@@ -137,7 +129,7 @@ func hset(client rueidis.Client, key string, fv []string) rueidis.Completed {
 // findPointer returns the voucher and user of an order's pointer, or
 // ENotFound when there is none.
 func (s *Service) findPointer(ctx context.Context, id int64) (voucher, user int64, err error) {
-	key, field := s.keys.order(id)
+	key, field := s.keys.Pointer(id)
 	val, err := s.client.Do(ctx, s.client.B().Hget().Key(key).Field(field).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return 0, 0, flashsale.Errorf(flashsale.ENotFound, "order %d not found", id)

@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -9,6 +9,10 @@ import (
 	"testing"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/async/internal/layout"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -17,22 +21,22 @@ import (
 func privateEnv(t testing.TB, opts ...testenv.ServerOption) (*env, *testenv.RedisServer) {
 	t.Helper()
 	srv := testenv.StartRedis(t, opts...)
-	dsn, url := mysqlDatabase(t)
+	dsn, url := asynctest.MySQLDatabase(t)
 	return newEnvOn(t, srv.Client(t), "fs:", dsn, url), srv
 }
 
 // config sets a directive on the env's private Redis.
 func (e *env) config(name, value string) {
-	e.t.Helper()
-	e.do(e.client.B().ConfigSet().ParameterValue().ParameterValue(name, value).Build())
+	e.T.Helper()
+	e.Do(e.Client.B().ConfigSet().ParameterValue().ParameterValue(name, value).Build())
 }
 
 // usedMemory returns INFO memory's used_memory.
 func (e *env) usedMemory() int64 {
-	e.t.Helper()
-	info, err := e.do(e.client.B().Info().Section("memory").Build()).ToString()
+	e.T.Helper()
+	info, err := e.Do(e.Client.B().Info().Section("memory").Build()).ToString()
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	var used int64
 	for line := range strings.Lines(info) {
@@ -54,7 +58,7 @@ func TestRedisFullRefusesWholeOrdersAndRecovers(t *testing.T) {
 	e, _ := privateEnv(t, testenv.WithConfig("maxmemory-policy", "noeviction"))
 	ctx := context.Background()
 	const stock = 20000
-	v := e.voucher(stock)
+	v := e.Voucher(stock)
 	e.config("maxmemory", strconv.FormatInt(e.usedMemory()+512<<10, 10))
 
 	// Sell with 16 buyers at a time until 50 orders were refused as full.
@@ -72,13 +76,13 @@ func TestRedisFullRefusesWholeOrdersAndRecovers(t *testing.T) {
 				if u > stock {
 					return
 				}
-				o, err := e.svc.PlaceOrder(ctx, v.ID, u)
+				o, err := e.Svc.PlaceOrder(ctx, v.ID, u)
 				switch {
 				case err == nil:
 					mu.Lock()
 					accepted = append(accepted, o)
 					mu.Unlock()
-				case code(err) == flashsale.EUnavailable && IsOOM(err):
+				case asynctest.Code(err) == flashsale.EUnavailable && async.IsOOM(err):
 					if flashsale.RetryAfter(err) <= 0 {
 						t.Errorf("order refused as full without a retry hint: %v", err)
 					}
@@ -98,58 +102,58 @@ func TestRedisFullRefusesWholeOrdersAndRecovers(t *testing.T) {
 	e.checkWhole(v.ID, accepted)
 
 	// While full, the consumer persists and acknowledges everything.
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, len(accepted))
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, len(accepted))
 	e.checkWhole(v.ID, accepted)
 
 	// Memory raised: the sale goes on to the last unit, exactly.
 	e.config("maxmemory", "0")
 	for u := int64(stock + 1); len(accepted) < stock; u++ {
-		accepted = append(accepted, e.buy(v.ID, u)...)
+		accepted = append(accepted, e.Buy(v.ID, u)...)
 	}
-	if _, err := e.svc.PlaceOrder(ctx, v.ID, 2*stock); code(err) != flashsale.ESoldOut {
+	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 2*stock); asynctest.Code(err) != flashsale.ESoldOut {
 		t.Fatalf("an order past the stock: %v, want sold_out", err)
 	}
-	e.waitDrained(v.ID, stock)
-	e.checkSold(v, accepted)
+	e.WaitDrained(v.ID, stock)
+	e.CheckSold(v, accepted)
 }
 
 // checkWhole checks that Redis holds exactly the accepted orders and no
 // part of another: stock + buyers = initial, the buyers are the accepted
 // ones, and every buyer's order is in the stream or in MySQL.
 func (e *env) checkWhole(voucherID int64, accepted []*flashsale.Order) {
-	e.t.Helper()
+	e.T.Helper()
 	ctx := context.Background()
-	stock, initial, buyers := e.snapshot(voucherID)
+	stock, initial, buyers := e.Snapshot(voucherID)
 	if stock+buyers != initial || int(buyers) != len(accepted) {
-		e.t.Fatalf("Redis: stock %d + buyers %d, initial %d; %d accepted", stock, buyers, initial, len(accepted))
+		e.T.Fatalf("Redis: stock %d + buyers %d, initial %d; %d accepted", stock, buyers, initial, len(accepted))
 	}
-	vk := e.svc.keys.voucher(voucherID)
-	byUser, err := e.do(e.client.B().Hgetall().Key(vk.buyers).Build()).AsStrMap()
+	vk := e.Keys.Voucher(voucherID)
+	byUser, err := e.Do(e.Client.B().Hgetall().Key(vk.Buyers).Build()).AsStrMap()
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	entries, err := e.do(e.client.B().Xrange().Key(vk.orders).Start("-").End("+").Build()).AsXRange()
+	entries, err := e.Do(e.Client.B().Xrange().Key(vk.Orders).Start("-").End("+").Build()).AsXRange()
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	queued := map[string]bool{}
 	for _, en := range entries {
-		queued[en.FieldValues[fieldOrder]] = true
+		queued[en.FieldValues[layout.FieldOrder]] = true
 	}
 	for _, o := range accepted {
 		id := strconv.FormatInt(o.ID, 10)
 		if byUser[strconv.FormatInt(o.UserID, 10)] != id {
-			e.t.Errorf("accepted order %d of user %d: buyers hash has %q", o.ID, o.UserID, byUser[strconv.FormatInt(o.UserID, 10)])
+			e.T.Errorf("accepted order %d of user %d: buyers hash has %q", o.ID, o.UserID, byUser[strconv.FormatInt(o.UserID, 10)])
 		}
 		if queued[id] {
 			continue
 		}
-		if _, err := e.db.FindOrder(ctx, o.ID); err != nil {
-			e.t.Errorf("accepted order %d is neither in the stream nor in MySQL: %v", o.ID, err)
+		if _, err := e.DB.FindOrder(ctx, o.ID); err != nil {
+			e.T.Errorf("accepted order %d is neither in the stream nor in MySQL: %v", o.ID, err)
 		}
 	}
 	if len(entries) > len(accepted) {
-		e.t.Errorf("%d stream entries for %d accepted orders", len(entries), len(accepted))
+		e.T.Errorf("%d stream entries for %d accepted orders", len(entries), len(accepted))
 	}
 }

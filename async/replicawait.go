@@ -81,8 +81,13 @@ func (s *Service) replicaBatch(q *gateQueue, batch []*gateCall) {
 			}
 			return
 		}
-		if len(again) == 0 || sleep(ctx, min(time.Duration(attempt)*5*time.Millisecond, 100*time.Millisecond)) != nil {
+		if len(again) == 0 {
 			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt)*5*time.Millisecond, 100*time.Millisecond)):
 		}
 		pending = again
 	}
@@ -166,7 +171,7 @@ func gateCmd(dc rueidis.DedicatedClient, keys, args []string, sha bool) rueidis.
 // answer for a buyer when they do not acknowledge it in time.
 func (s *Service) confirmReplicated(ctx context.Context, voucherID int64) error {
 	c := &gateCall{ctx: ctx}
-	if err := s.gate(voucherID, s.keys.newLocal(voucherID).gateKeys, c); err != nil {
+	if err := s.gate(voucherID, newLocal(s.keys, voucherID).gateKeys, c); err != nil {
 		return unavailable("wait for replicas", err)
 	}
 	if !c.durable {

@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
 )
 
 // TestRedisRestartedEmptyReloadsWithoutOversell restarts a private Redis
@@ -20,15 +23,15 @@ func TestRedisRestartedEmptyReloadsWithoutOversell(t *testing.T) {
 	e, srv := privateEnv(t)
 	ctx := context.Background()
 	const stock, buyers = 300, 900
-	v := e.voucher(stock)
-	if _, err := e.svc.CheckEpoch(ctx); err != nil {
+	v := e.Voucher(stock)
+	if _, err := e.Svc.CheckEpoch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	var watch sync.WaitGroup
-	watch.Go(func() { e.svc.WatchEpoch(wctx, 20*time.Millisecond) })
+	watch.Go(func() { e.Svc.WatchEpoch(wctx, 20*time.Millisecond) })
 	t.Cleanup(func() { stopWatch(); watch.Wait() })
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
 
 	var (
 		mu       sync.Mutex
@@ -43,9 +46,9 @@ func TestRedisRestartedEmptyReloadsWithoutOversell(t *testing.T) {
 		for range 16 {
 			wg.Go(func() {
 				for u := next.Add(1); u <= to; u = next.Add(1) {
-					o, err := e.svc.PlaceOrder(ctx, v.ID, u)
+					o, err := e.Svc.PlaceOrder(ctx, v.ID, u)
 					if err != nil {
-						n, _ := codes.LoadOrStore(code(err), new(atomic.Int64))
+						n, _ := codes.LoadOrStore(asynctest.Code(err), new(atomic.Int64))
 						n.(*atomic.Int64).Add(1)
 						continue
 					}
@@ -62,21 +65,21 @@ func TestRedisRestartedEmptyReloadsWithoutOversell(t *testing.T) {
 		wg.Wait()
 	}
 	sell(1, buyers)
-	e.waitFor("the loss to be noticed", 30*time.Second, func() (bool, error) {
-		_, losses, err := ReadEpochs(ctx, e.client, e.prefix)
+	e.WaitFor("the loss to be noticed", 30*time.Second, func() (bool, error) {
+		_, losses, err := async.ReadEpochs(ctx, e.Client, e.Prefix)
 		return len(losses) > 0, err
 	})
 	sell(1, buyers) // those refused while Redis was down try again
-	e.waitFor("the sale to drain and sell out in MySQL", 60*time.Second, func() (bool, error) {
-		b, err := e.svc.Backlog(ctx)
+	e.WaitFor("the sale to drain and sell out in MySQL", 60*time.Second, func() (bool, error) {
+		b, err := e.Svc.Backlog(ctx)
 		if err != nil || b > 0 {
 			return false, err
 		}
-		a, err := e.db.AuditVoucher(ctx, v.ID)
+		a, err := e.DB.AuditVoucher(ctx, v.ID)
 		return a.Remaining == 0, err
 	})
 
-	a, err := e.db.AuditVoucher(ctx, v.ID)
+	a, err := e.DB.AuditVoucher(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,9 +88,9 @@ func TestRedisRestartedEmptyReloadsWithoutOversell(t *testing.T) {
 	}
 	var lost int64
 	for id, u := range accepted {
-		o, err := e.db.FindOrder(ctx, id)
+		o, err := e.DB.FindOrder(ctx, id)
 		switch {
-		case code(err) == flashsale.ENotFound:
+		case asynctest.Code(err) == flashsale.ENotFound:
 			lost++
 		case err != nil:
 			t.Fatal(err)
@@ -95,7 +98,7 @@ func TestRedisRestartedEmptyReloadsWithoutOversell(t *testing.T) {
 			t.Errorf("order %d: user %d in MySQL, accepted for %d", id, o.UserID, u)
 		}
 	}
-	_, losses, err := ReadEpochs(ctx, e.client, e.prefix)
+	_, losses, err := async.ReadEpochs(ctx, e.Client, e.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +108,7 @@ func TestRedisRestartedEmptyReloadsWithoutOversell(t *testing.T) {
 		t.Logf("loss noticed: %+v", l)
 	}
 	codes.Range(func(k, n any) bool { t.Logf("refused %s: %d", k, n.(*atomic.Int64).Load()); return true })
-	dead := int64(len(e.deadLetters(v.ID)))
+	dead := int64(len(e.DeadLetters(v.ID)))
 	t.Logf("accepted %d, not in MySQL %d (bound reported %d), dead letters %d", len(accepted), lost, bound, dead)
 	if lost-dead > bound {
 		t.Errorf("%d accepted orders lost, but the service reported at most %d", lost-dead, bound)

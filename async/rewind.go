@@ -3,11 +3,11 @@ package async
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // A failover to a replica that had not received the last writes takes
@@ -86,7 +86,7 @@ func (s *Service) reportRewind(l *local, voucherID int64, shard int, atLeast, se
 	attrs := []any{"voucher", voucherID, "at_least", atLeast, "level_seen", seen, "level_now", lvl}
 	body := ""
 	if len(shards) > 1 {
-		body = shards[shard].body
+		body = shards[shard].Body
 		attrs = append(attrs, "shard", body)
 	}
 	s.log.Error("REDIS LOST ACCEPTED ORDERS: Redis went back in time (a failover to a replica that lagged?); "+
@@ -112,13 +112,9 @@ func (s *Service) recordRewind(ctx context.Context, voucherID int64, shard strin
 	s.epoch.mu.Lock()
 	cur := s.epoch.current
 	s.epoch.mu.Unlock()
-	cmd := s.client.B().Xadd().Key(s.keys.epochs()).Maxlen().Almost().Threshold("1000").Id("*").FieldValue().
-		FieldValue("kind", LossRewound).
-		FieldValue("noticed", strconv.FormatInt(time.Now().UnixMilli(), 10)).
-		FieldValue("previous", cur).FieldValue("epoch", cur).FieldValue("by", defaultName()).
-		FieldValue("at_least", strconv.FormatInt(atLeast, 10)).
-		FieldValue("vouchers", fmt.Sprintf("%d:%d", voucherID, atLeast)).FieldValue("shard", shard).Build()
-	if err := s.client.Do(ctx, cmd).Error(); err != nil {
+	loss := EpochLoss{Kind: LossRewound, Noticed: time.Now(), Previous: cur, Epoch: cur, By: layout.InstanceName(),
+		AtLeast: atLeast, Vouchers: fmt.Sprintf("%d:%d", voucherID, atLeast), Shard: shard}
+	if err := s.recordLoss(ctx, loss); err != nil {
 		s.log.Error("async: recording that Redis went back in time, for reconcile", "voucher", voucherID, "err", err)
 	}
 }
@@ -132,29 +128,25 @@ func (s *Service) recordRewind(ctx context.Context, voucherID int64, shard strin
 // and their buyers could buy twice. Orders Redis still knows are left
 // alone, so running it twice, or beside the consumers, does no harm. It
 // returns how many buyers it recorded.
-func (s *Service) recordPersistedBuyers(ctx context.Context, voucherID int64, shards []voucherKeys, shard int) (int64, error) {
+func (s *Service) recordPersistedBuyers(ctx context.Context, voucherID int64, shards []layout.VoucherKeys, shard int) (int64, error) {
 	_, all, err := s.db.VoucherSnapshot(ctx, voucherID)
 	if err != nil {
 		return 0, err
 	}
 	var orders []flashsale.Order
 	for _, o := range all {
-		if homeShard(o.UserID, len(shards)) == shard {
+		if layout.HomeShard(o.UserID, len(shards)) == shard {
 			orders = append(orders, o)
 		}
 	}
 	vk := shards[shard]
 	var recorded int64
 	for start := 0; start < len(orders); start += buyersChunk {
-		args := []string{s.cfg.Group, "0"}
-		for _, o := range orders[start:min(start+buyersChunk, len(orders))] {
-			args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
-		}
-		v, err := ackScript.Exec(ctx, s.client, []string{vk.orders, vk.meta, vk.buyers}, args).AsIntSlice()
+		n, err := layout.Ack(ctx, s.client, vk, s.cfg.Group, nil, orders[start:min(start+buyersChunk, len(orders))])
 		if err != nil {
 			return recorded, err
 		}
-		recorded += v[2]
+		recorded += n
 	}
 	return recorded, nil
 }

@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
 )
 
 // TestRewoundRedisIsNoticedAndRepaired puts a voucher's keys back to what
@@ -19,13 +22,13 @@ import (
 func TestRewoundRedisIsNoticedAndRepaired(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	v := e.voucher(100)
-	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	v := e.Voucher(100)
+	stop := e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
 	sell := func(from, to int64) {
 		var wg sync.WaitGroup
 		for u := from; u <= to; u++ {
 			wg.Go(func() {
-				if _, err := e.svc.PlaceOrder(ctx, v.ID, u); err != nil {
+				if _, err := e.Svc.PlaceOrder(ctx, v.ID, u); err != nil {
 					t.Errorf("PlaceOrder(%d): %v", u, err)
 				}
 			})
@@ -33,52 +36,52 @@ func TestRewoundRedisIsNoticedAndRepaired(t *testing.T) {
 		wg.Wait()
 	}
 	sell(1, 10)
-	e.waitDrained(v.ID, 10)
-	vk := e.svc.keys.voucher(v.ID)
-	keys := []string{vk.meta, vk.buyers, vk.orders}
+	e.WaitDrained(v.ID, 10)
+	vk := e.Keys.Voucher(v.ID)
+	keys := []string{vk.Meta, vk.Buyers, vk.Orders}
 	old := make(map[string]string, len(keys))
 	for _, k := range keys {
-		dump, err := e.client.Do(ctx, e.client.B().Dump().Key(k).Build()).ToString()
+		dump, err := e.Client.Do(ctx, e.Client.B().Dump().Key(k).Build()).ToString()
 		if err != nil {
 			t.Fatalf("DUMP %s: %v", k, err)
 		}
 		old[k] = dump
 	}
 	sell(11, 30)
-	e.waitDrained(v.ID, 30)
+	e.WaitDrained(v.ID, 30)
 	stop()
 	if _, losses := e.losses(); len(losses) != 0 {
 		t.Fatalf("concurrent sales reported as losses: %+v", losses)
 	}
 
 	for k, dump := range old { // the replica that lagged is promoted
-		e.do(e.client.B().Restore().Key(k).Ttl(0).SerializedValue(dump).Replace().Build())
+		e.Do(e.Client.B().Restore().Key(k).Ttl(0).SerializedValue(dump).Replace().Build())
 	}
-	if _, err := e.svc.PlaceOrder(ctx, v.ID, 31); err != nil {
+	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 31); err != nil {
 		t.Fatal(err)
 	}
-	var rewinds []EpochLoss
-	e.waitFor("the rewind in the epochs stream and MySQL's buyers recorded", 10*time.Second, func() (bool, error) {
+	var rewinds []async.EpochLoss
+	e.WaitFor("the rewind in the epochs stream and MySQL's buyers recorded", 10*time.Second, func() (bool, error) {
 		_, rewinds = e.losses()
-		stock, _, buyers := e.snapshot(v.ID)
+		stock, _, buyers := e.Snapshot(v.ID)
 		return len(rewinds) > 0 && buyers == 31 && stock == 69, nil
 	})
-	if len(rewinds) != 1 || rewinds[0].Kind != LossRewound || rewinds[0].AtLeast != 20 {
+	if len(rewinds) != 1 || rewinds[0].Kind != async.LossRewound || rewinds[0].AtLeast != 20 {
 		t.Errorf("rewinds recorded: %+v; want one, at least 20", rewinds)
 	}
-	_, err := e.svc.PlaceOrder(ctx, v.ID, 15)
-	if code(err) != flashsale.EDuplicateOrder {
+	_, err := e.Svc.PlaceOrder(ctx, v.ID, 15)
+	if asynctest.Code(err) != flashsale.EDuplicateOrder {
 		t.Errorf("a buyer whose persisted order Redis had lost buys again: %v; want %s", err, flashsale.EDuplicateOrder)
 	}
 }
 
 // losses returns Redis's epoch and the losses recorded in the epochs
 // stream.
-func (e *env) losses() (string, []EpochLoss) {
-	e.t.Helper()
-	cur, losses, err := ReadEpochs(context.Background(), e.client, e.prefix)
+func (e *env) losses() (string, []async.EpochLoss) {
+	e.T.Helper()
+	cur, losses, err := async.ReadEpochs(context.Background(), e.Client, e.Prefix)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return cur, losses
 }

@@ -1,6 +1,7 @@
 package async
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,9 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flashsale/flashsale"
 	"github.com/redis/rueidis"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 var (
@@ -22,7 +25,7 @@ var (
 type Config struct {
 	// Prefix starts every Redis key (default DefaultPrefix); Group is the
 	// consumer group of the order streams (default DefaultGroup). The
-	// Consumer and Reconciler must use the same.
+	// consumer and the reconciler must use the same.
 	Prefix string
 	Group  string
 	// OrderIDs gives order ids; VoucherIDs gives voucher ids (default
@@ -47,12 +50,12 @@ type Config struct {
 
 // Service takes orders through the Redis gate and creates and finds
 // vouchers: it implements flashsale.OrderService and
-// flashsale.VoucherService. Orders it accepts are pending until a Consumer
-// persists them. It is safe for concurrent use.
+// flashsale.VoucherService. Orders it accepts are pending until a consumer
+// (async/consume) persists them. It is safe for concurrent use.
 type Service struct {
 	client rueidis.Client
 	db     VoucherStore
-	keys   keyspace
+	keys   layout.Keyspace
 	cfg    Config
 	log    *slog.Logger
 	// epoch is what WatchEpoch remembers of Redis's epoch.
@@ -77,17 +80,17 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 	if client == nil || db == nil || cfg.OrderIDs == nil {
 		return nil, errors.New("async: a Redis client, a store and an order ID generator are required")
 	}
-	cfg.Prefix = orDefault(cfg.Prefix, DefaultPrefix)
-	cfg.Group = orDefault(cfg.Group, DefaultGroup)
-	cfg.VoucherIDs = orDefault(cfg.VoucherIDs, cfg.OrderIDs)
-	cfg.VerdictTTL = orDefault(cfg.VerdictTTL, time.Second)
-	cfg.PointerTTL = orDefault(cfg.PointerTTL, 24*time.Hour)
-	cfg.Logger = orDefault(cfg.Logger, slog.Default())
+	cfg.Prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
+	cfg.Group = cmp.Or(cfg.Group, DefaultGroup)
+	cfg.VoucherIDs = cmp.Or(cfg.VoucherIDs, cfg.OrderIDs)
+	cfg.VerdictTTL = cmp.Or(cfg.VerdictTTL, time.Second)
+	cfg.PointerTTL = cmp.Or(cfg.PointerTTL, 24*time.Hour)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Durability = cfg.Durability.withDefaults()
 	if _, err := ParseDurability(string(cfg.Durability.Mode)); err != nil {
 		return nil, err
 	}
-	return &Service{client: client, db: db, keys: keyspace{cfg.Prefix}, cfg: cfg, log: cfg.Logger}, nil
+	return &Service{client: client, db: db, keys: layout.New(cfg.Prefix), cfg: cfg, log: cfg.Logger}, nil
 }
 
 // local is what an instance keeps about one voucher.
@@ -95,7 +98,7 @@ type local struct {
 	gateKeys []string // meta, buyers, orders
 	// shards holds the keys of a sharded voucher's shards (shard.go); nil
 	// when it has one.
-	shards  []voucherKeys
+	shards  []layout.VoucherKeys
 	syncKey string
 	verdict atomic.Pointer[verdict]
 
@@ -116,9 +119,9 @@ type verdict struct {
 }
 
 // newLocal returns the local state of a voucher.
-func (k keyspace) newLocal(voucherID int64) *local {
-	vk := k.voucher(voucherID)
-	return &local{gateKeys: []string{vk.meta, vk.buyers, vk.orders}, syncKey: vk.sync, levels: newLevels(1)}
+func newLocal(k layout.Keyspace, voucherID int64) *local {
+	vk := k.Voucher(voucherID)
+	return &local{gateKeys: vk.Gate(), syncKey: vk.Sync, levels: newLevels(1)}
 }
 
 // remember makes the instance refuse orders with code for ttl; for
@@ -162,7 +165,7 @@ func (s *Service) local(voucherID int64) (*local, bool) {
 	if l, ok := s.locals.Load(voucherID); ok {
 		return l.(*local), true
 	}
-	return s.keys.newLocal(voucherID), false
+	return newLocal(s.keys, voucherID), false
 }
 
 // keep records the state of a voucher the gate has found. When another

@@ -2,140 +2,211 @@ package async
 
 import (
 	"context"
+	"fmt"
 	"strconv"
-	"strings"
+	"time"
 
-	"github.com/flashsale/flashsale/internal/hashslot"
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
-// Shards: one hot voucher on several Redis nodes.
-//
-// A voucher's gate runs on one slot, so one Redis core bounds a single
-// voucher however large the cluster. A voucher created with Shards = K > 1
-// splits its stock into K shards, each a whole set of the voucher's keys
-// (meta, buyers, orders stream, dead letters…) under its own hash tag:
-//
-//	shard 0       {v<id>}       the keys of an unsharded voucher
-//	shard k ≥ 1   {v<id>.<n>}   n chosen so the shards' slots spread (shardTags)
-//
-// One order per buyer: a buyer always orders on the home shard
-// hash(user) mod K (homeShard), whose buyers hash is the only one that can
-// hold them, so gate.lua's check holds across shards.
-//
-// No undersell: a buyer whose home shard is dry has it borrow stock from
-// another shard. The move spans two slots, so it is a recoverable
-// three-step transfer (shardmove.go): take.lua on the donor takes n units
-// and records {id, to, n} in the donor's moves journal; give.lua on the
-// home shard adds n unless the id is in its applied set; the donor's
-// journal entry is then deleted. A mover killed between the steps leaves
-// the journal entry, which the next buyer to find the voucher dry, a
-// reload, or reconcile completes (give.lua is idempotent). A buyer is
-// refused sold_out only when every shard is dry and no journal holds
-// units, read twice.
-//
-// Each shard's meta keeps stock + buyers = initial: a move lowers the
-// donor's initial with its stock and raises the recipient's, so the sum of
-// the shards' initial plus the units in journals is the voucher's stock.
-// The consumers read every shard's stream (each is in the registry, as
-// "<id>" or "<id>.<n>"); MySQL keeps one row per voucher.
+// The gate's side of a sharded voucher: a buyer orders on the home shard,
+// which borrows stock from the others when it runs dry, and a shard lost
+// from Redis is reloaded alone. How shards are laid out and how stock
+// moves between them is in internal/layout (shard.go).
 
-// homeShard returns the shard a buyer orders on: Fibonacci hashing of the
-// user id, so consecutive ids spread over the shards.
-func homeShard(userID int64, shards int) int {
-	if shards <= 1 {
-		return 0
-	}
-	return int((uint64(userID) * 0x9E3779B97F4A7C15 >> 33) % uint64(shards))
-}
-
-// shardTags returns the tag bodies of a voucher's shards ("<id>",
-// "<id>.<n>"…). A cluster's masters usually own contiguous, equal slot
-// ranges, so shard k's tag is the first "<id>.<n>" whose slot falls in
-// the k-th of K equal slot ranges counted on from shard 0's: K shards land
-// on K different ranges, spread evenly over the masters whatever their
-// number divides.
-func shardTags(voucherID int64, shards int) []string {
-	base := strconv.FormatInt(voucherID, 10)
-	tags := []string{base}
-	if shards <= 1 {
-		return tags
-	}
-	segment := func(tag string) int { return hashslot.Of("{v"+tag+"}") * shards / hashslot.Slots }
-	first := segment(base)
-	for k, n := 1, 0; k < shards; k++ {
-		want := (first + k) % shards
-		for ; ; n++ {
-			tag := base + "." + strconv.Itoa(n)
-			if segment(tag) == want {
-				tags = append(tags, tag)
-				n++
-				break
-			}
+// shardLocal sets the shards' keys of a voucher in its local state, from
+// its row (read from MySQL once per instance) or, while MySQL does not
+// answer, from the shard count Redis records, so a loaded voucher sells
+// through a MySQL outage as before.
+func (s *Service) shardLocal(ctx context.Context, l *local, voucherID int64) error {
+	v, err := s.static(ctx, voucherID)
+	n := v.ShardCount()
+	if err != nil {
+		if flashsale.ErrorCode(err) == flashsale.ENotFound {
+			return err
+		}
+		if n, err = layout.ShardCount(ctx, s.client, s.keys, voucherID); err != nil {
+			return unavailable(fmt.Sprintf("voucher %d", voucherID), err)
 		}
 	}
-	return tags
+	if n > 1 {
+		l.shards, l.levels = s.keys.Shards(voucherID, n), newLevels(n)
+	}
+	return nil
 }
 
-// tagged returns the keys under the hash tag {v<body>}: a voucher's when
-// body is its id, a shard's when body is a shard tag.
-func (k keyspace) tagged(body string) voucherKeys {
-	tag := k.prefix + "{v" + body + "}:"
-	return voucherKeys{
-		meta:    tag + "meta",
-		buyers:  tag + "buyers",
-		orders:  tag + "orders",
-		dead:    tag + "dead",
-		failed:  tag + "failed",
-		tries:   tag + "tries",
-		sync:    tag + "sync",
-		moves:   tag + "moves",
-		applied: tag + "applied",
-		body:    body,
+// maxRefills bounds how often one order refills its home shard; past it
+// the buyer is answered busy (others keep draining what is moved to it).
+const maxRefills = 8
+
+// askShards decides an order of a sharded voucher on the buyer's home
+// shard, refilling the shard from the others while it is dry. It refuses sold_out only after two refills in a row found
+// every shard dry and no units in a journal: the two reads are pipelined
+// over several nodes, not atomic, and a move between two shards can slip
+// past one read, not past two.
+func (s *Service) askShards(ctx context.Context, l *local, voucherID, userID, orderID int64) (*flashsale.Order, error) {
+	if s.cfg.Durability.Mode == DurabilityReplica {
+		return nil, flashsale.Errorf(flashsale.EUnavailable, "voucher %d has shards, which durability replica does not support", voucherID)
+	}
+	home := layout.HomeShard(userID, len(l.shards))
+	keys := l.shards[home].Gate()
+	args := []string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)}
+	dry := 0
+	for attempt := 0; ; attempt++ {
+		c := &gateCall{ctx: ctx, args: args, level: &l.levels[home]}
+		err := s.gate(voucherID, keys, c)
+		res := c.reply
+		if err != nil {
+			return nil, unavailable("gate", err)
+		}
+		if code, _ := res[0].AsInt64(); code != gateSoldOut {
+			return s.decodeGateReply(l, res, voucherID, userID, orderID, home, c.seen)
+		}
+		if attempt == maxRefills {
+			e := flashsale.Errorf(flashsale.EBusy, "stock is moving between the voucher's shards; try again")
+			e.RetryAfter = time.Second
+			return nil, e
+		}
+		moved, err := s.refill(ctx, voucherID, l.shards, home, strconv.FormatInt(orderID, 10)+"."+strconv.Itoa(attempt))
+		if err != nil {
+			return nil, err
+		}
+		if moved {
+			dry = 0
+			continue
+		}
+		if dry++; dry == 2 {
+			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
+			return nil, refusal(flashsale.ESoldOut, 0)
+		}
 	}
 }
 
-// shards returns the keys of every shard of a voucher, shard 0 first.
-func (k keyspace) shards(voucherID int64, shards int) []voucherKeys {
-	tags := shardTags(voucherID, shards)
-	out := make([]voucherKeys, len(tags))
-	for i, t := range tags {
-		out[i] = k.tagged(t)
+// refill moves stock to shard home of a voucher: it completes the moves
+// the journals hold (their movers may have died), or else takes half of
+// the fullest other shard's stock. It reports whether anything moved;
+// false means every shard was dry and no journal held units. A shard
+// missing from Redis is reloaded first.
+func (s *Service) refill(ctx context.Context, voucherID int64, shards []layout.VoucherKeys, home int, moveID string) (bool, error) {
+	st, err := layout.ReadShards(ctx, s.client, shards)
+	if err != nil {
+		return false, unavailable("read shards", err)
 	}
-	return out
+	donor, completed := -1, 0
+	for i, sh := range st {
+		if !sh.Loaded {
+			return true, s.Reload(ctx, voucherID)
+		}
+		n, err := layout.CompleteMoves(ctx, s.client, s.keys, shards[i], sh.Moves)
+		if err != nil {
+			return false, unavailable("complete moves", err)
+		}
+		completed += n
+		if i != home && sh.Stock > 0 && (donor < 0 || sh.Stock > st[donor].Stock) {
+			donor = i
+		}
+	}
+	if completed > 0 || donor < 0 {
+		return completed > 0, nil
+	}
+	if err := layout.Move(ctx, s.client, shards[donor], shards[home], moveID); err != nil {
+		return false, unavailable("move stock", err)
+	}
+	return true, nil
 }
 
-// parseMember reads a registry member, "<id>" or "<id>.<n>": the voucher
-// and the tag body of its shard's keys.
-func parseMember(m string) (voucherID int64, body string, ok bool) {
-	id, _, _ := strings.Cut(m, ".")
-	n, err := strconv.ParseInt(id, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, "", false
+// loadShards loads the shards of a voucher listed in missing: free units
+// are split evenly among them, and each gets the buyers of orders whose
+// home it is (with their units counted in its initial stock), so that
+// every shard keeps stock + buyers = initial.
+func (s *Service) loadShards(ctx context.Context, v *flashsale.Voucher, shards []layout.VoucherKeys, missing []int, free int, orders []flashsale.Order) error {
+	cmd := s.client.B().Set().Key(s.keys.ShardCountKey(v.ID)).Value(strconv.Itoa(len(shards))).Build()
+	if err := s.client.Do(ctx, cmd).Error(); err != nil {
+		return err
 	}
-	return n, m, true
+	homed := make([][]flashsale.Order, len(shards))
+	for _, o := range orders {
+		k := layout.HomeShard(o.UserID, len(shards))
+		homed[k] = append(homed[k], o)
+	}
+	free = max(free, 0)
+	for i, k := range missing {
+		share := free / len(missing)
+		if i < free%len(missing) {
+			share++
+		}
+		if err := s.loadKeys(ctx, shards[k], v, homed[k], share, share+len(homed[k])); err != nil {
+			return fmt.Errorf("shard %d: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// reloadShards loads the shards of a voucher missing from Redis (all of
+// them after Redis lost its data, or one node's in a cluster). The units
+// they get are MySQL's remaining stock less what the shards still loaded
+// hold: their stock, their orders not persisted yet and the units in
+// their journals. Redis is read before MySQL, so an order persisted in
+// between is counted twice, never missed: the estimate errs towards
+// selling less (reconcile reports it), never twice.
+func (s *Service) reloadShards(ctx context.Context, v *flashsale.Voucher) error {
+	shards := s.keys.Shards(v.ID, v.ShardCount())
+	st, err := layout.ReadShards(ctx, s.client, shards)
+	if err != nil {
+		return unavailable(fmt.Sprintf("reload voucher %d", v.ID), err)
+	}
+	var missing []int
+	held := 0
+	for k, sh := range st {
+		if !sh.Loaded {
+			missing = append(missing, k)
+			continue
+		}
+		backlog, _, err := layout.StreamBacklog(ctx, s.client, shards[k], s.cfg.Group)
+		if err != nil {
+			return unavailable(fmt.Sprintf("reload voucher %d", v.ID), err)
+		}
+		held += int(sh.Stock + backlog + layout.JournalUnits(sh.Moves))
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if !time.Now().Before(v.EndTime) {
+		return refusal(flashsale.EEnded, 0)
+	}
+	row, orders, err := s.db.VoucherSnapshot(ctx, v.ID)
+	if err != nil {
+		return err
+	}
+	if err := s.loadShards(ctx, row, shards, missing, row.Remaining-held, orders); err != nil {
+		return unavailable(fmt.Sprintf("reload voucher %d", v.ID), err)
+	}
+	s.logLoaded(v.ID, row.Remaining-held, len(orders))
+	return nil
 }
 
 // keysOf returns the keys of each of a voucher's shards as its local state
 // knows them: the voucher's one set when it has one shard.
-func (l *local) keysOf(keys keyspace, voucherID int64) []voucherKeys {
+func (l *local) keysOf(keys layout.Keyspace, voucherID int64) []layout.VoucherKeys {
 	if l.shards != nil {
 		return l.shards
 	}
-	return []voucherKeys{keys.voucher(voucherID)}
+	return []layout.VoucherKeys{keys.Voucher(voucherID)}
 }
 
 // buyerKeys returns the keys of the shard that holds a buyer of a voucher:
 // its home shard, or the voucher's keys when it has one shard (or its row
 // cannot be read: FindOrder then finds the order pending only if that is
 // where it is).
-func (s *Service) buyerKeys(ctx context.Context, voucherID, userID int64) voucherKeys {
+func (s *Service) buyerKeys(ctx context.Context, voucherID, userID int64) layout.VoucherKeys {
 	if l, ok := s.locals.Load(voucherID); ok {
 		shards := l.(*local).keysOf(s.keys, voucherID)
-		return shards[homeShard(userID, len(shards))]
+		return shards[layout.HomeShard(userID, len(shards))]
 	}
 	v, err := s.static(ctx, voucherID)
 	if err != nil || v.ShardCount() == 1 {
-		return s.keys.voucher(voucherID)
+		return s.keys.Voucher(voucherID)
 	}
-	return s.keys.shards(voucherID, v.ShardCount())[homeShard(userID, v.ShardCount())]
+	return s.keys.Shards(voucherID, v.ShardCount())[layout.HomeShard(userID, v.ShardCount())]
 }

@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkShardedGate measures one hot voucher's gate decisions per
-// second through Service.PlaceOrder on a private 3-master cluster (no
+// second through async.Service.PlaceOrder on a private 3-master cluster (no
 // replicas), with the voucher in 1 and in 3 shards, and reads from each
 // master's INFO how the gate calls (EVALSHA/EVAL) spread over them and
 // the Redis CPU (user + system) each spent per decision of the whole run
@@ -30,7 +30,7 @@ func BenchmarkShardedGate(b *testing.B) {
 				BeginTime: time.Now().Add(-time.Minute), EndTime: time.Now().Add(time.Hour)}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := e.svc.CreateVoucher(ctx, v); err != nil {
+			if err := e.Svc.CreateVoucher(ctx, v); err != nil {
 				b.Fatal(err)
 			}
 			masters := c.Masters()
@@ -38,7 +38,7 @@ func BenchmarkShardedGate(b *testing.B) {
 			for i, m := range masters {
 				before[i] = readNodeStats(b, m)
 			}
-			benchOrders(b, e.svc, v.ID, "")
+			benchOrders(b, e.Svc, v.ID, "")
 			b.StopTimer()
 			var calls []float64
 			var total float64

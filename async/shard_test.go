@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -7,42 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/async/internal/layout"
+	"github.com/flashsale/flashsale/async/reconcile"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/store"
-	"github.com/redis/rueidis"
 )
-
-func TestShardTagsSpreadOverSlotRanges(t *testing.T) {
-	for _, k := range []int{1, 2, 3, 4, 6, 64} {
-		for _, id := range []int64{1, 42, 1 << 40, 9_000_000_000_000_000_000} {
-			tags := shardTags(id, k)
-			if len(tags) != k || tags[0] != strconv.FormatInt(id, 10) {
-				t.Fatalf("shardTags(%d, %d) = %v", id, k, tags)
-			}
-			segments := map[int]bool{}
-			for _, tag := range tags {
-				segments[testenv.Slot("{v"+tag+"}:meta")*k/16384] = true
-			}
-			if len(segments) != k {
-				t.Errorf("shardTags(%d, %d) = %v: %d of %d slot ranges", id, k, tags, len(segments), k)
-			}
-		}
-	}
-}
-
-func TestHomeShardSpreadsBuyers(t *testing.T) {
-	const k, n = 3, 30000
-	counts := make([]int, k)
-	for u := int64(1); u <= n; u++ {
-		counts[homeShard(u, k)]++
-	}
-	for s, c := range counts {
-		if c < n/k*9/10 || c > n/k*11/10 {
-			t.Errorf("shard %d is home to %d of %d buyers; want about %d", s, c, n, n/k)
-		}
-	}
-}
 
 // clusterEnv returns an env on the shared cluster under a fresh prefix.
 func clusterEnv(t *testing.T) (*env, *testenv.Cluster) {
@@ -66,19 +41,19 @@ func envOnCluster(t testing.TB, c *testenv.Cluster) *env {
 	client := c.Client(t)
 	prefix := "test:" + testenv.Unique() + ":"
 	deletePrefixAtEnd(t, client, prefix)
-	dsn, url := mysqlDatabase(t)
+	dsn, url := asynctest.MySQLDatabase(t)
 	return newEnvOn(t, client, prefix, dsn, url)
 }
 
 // shardedVoucher creates a voucher of stock split into k shards.
 func (e *env) shardedVoucher(stock, k int) *flashsale.Voucher {
-	e.t.Helper()
+	e.T.Helper()
 	v := &flashsale.Voucher{Title: "sharded", Stock: stock, Shards: k,
 		BeginTime: time.Now().Add(-time.Minute), EndTime: time.Now().Add(time.Hour)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.svc.CreateVoucher(ctx, v); err != nil {
-		e.t.Fatalf("CreateVoucher: %v", err)
+	if err := e.Svc.CreateVoucher(ctx, v); err != nil {
+		e.T.Fatalf("CreateVoucher: %v", err)
 	}
 	return v
 }
@@ -96,10 +71,10 @@ func sellTo(t *testing.T, e *env, voucherID int64, users []int64, attempts int) 
 	click := func(u int64) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		o, err := e.svc.PlaceOrder(ctx, voucherID, u)
+		o, err := e.Svc.PlaceOrder(ctx, voucherID, u)
 		mu.Lock()
 		defer mu.Unlock()
-		switch code(err) {
+		switch asynctest.Code(err) {
 		case "":
 			accepted = append(accepted, o)
 			byUser[u]++
@@ -137,32 +112,32 @@ func sellTo(t *testing.T, e *env, voucherID int64, users []int64, attempts int) 
 // checkShardedSold checks a drained sharded sale: every unit sold once,
 // Redis and MySQL agree, reconcile finds nothing, no move is left.
 func (e *env) checkShardedSold(v *flashsale.Voucher, accepted []*flashsale.Order) {
-	e.t.Helper()
+	e.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if len(accepted) != v.Stock {
-		e.t.Errorf("%d orders accepted for a stock of %d", len(accepted), v.Stock)
+		e.T.Errorf("%d orders accepted for a stock of %d", len(accepted), v.Stock)
 	}
-	got, err := e.svc.FindVoucher(ctx, v.ID)
+	got, err := e.Svc.FindVoucher(ctx, v.ID)
 	if err != nil || got.Remaining != 0 || got.Orders != len(accepted) || got.Shards != v.Shards {
-		e.t.Errorf("FindVoucher = %+v, %v; want remaining 0, %d orders, %d shards", got, err, len(accepted), v.Shards)
+		e.T.Errorf("FindVoucher = %+v, %v; want remaining 0, %d orders, %d shards", got, err, len(accepted), v.Shards)
 	}
-	if list, err := e.svc.FindVouchers(ctx, 0, 100); err != nil || len(list) == 0 || list[0].ID != v.ID ||
+	if list, err := e.Svc.FindVouchers(ctx, 0, 100); err != nil || len(list) == 0 || list[0].ID != v.ID ||
 		list[0].Remaining != 0 || list[0].Orders != len(accepted) {
-		e.t.Errorf("FindVouchers = %v, %v; want voucher %d first with remaining 0, %d orders", list, err, v.ID, len(accepted))
+		e.T.Errorf("FindVouchers = %v, %v; want voucher %d first with remaining 0, %d orders", list, err, v.ID, len(accepted))
 	}
-	st, err := ReadState(ctx, e.client, e.prefix, v.ID)
+	st, err := async.ReadState(ctx, e.Client, e.Prefix, v.ID)
 	if err != nil || st.Stock != 0 || st.Buyers != len(accepted) || st.InitialStock != v.Stock {
-		e.t.Errorf("ReadState = %+v, %v; want stock 0, %d buyers, initial %d", st, err, len(accepted), v.Stock)
+		e.T.Errorf("ReadState = %+v, %v; want stock 0, %d buyers, initial %d", st, err, len(accepted), v.Stock)
 	}
-	e.checkSold(&flashsale.Voucher{ID: v.ID, Stock: v.Stock}, accepted)
-	rep, err := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log}).Check(ctx, v.ID)
+	e.CheckSold(&flashsale.Voucher{ID: v.ID, Stock: v.Stock}, accepted)
+	rep, err := reconcile.New(e.Client, e.DB, reconcile.Config{Prefix: e.Prefix, Logger: e.Log}).Check(ctx, v.ID)
 	if err != nil || len(rep.Diffs) > 0 || rep.Remaining != 0 || rep.Stock != 0 {
-		e.t.Errorf("reconcile = %+v, %v; want no differences", rep, err)
+		e.T.Errorf("reconcile = %+v, %v; want no differences", rep, err)
 	}
-	for _, vk := range e.svc.keys.shards(v.ID, v.Shards) {
-		if n, err := e.client.Do(ctx, e.client.B().Hlen().Key(vk.moves).Build()).AsInt64(); err != nil || n != 0 {
-			e.t.Errorf("shard %s: %d moves left in its journal (%v)", vk.body, n, err)
+	for _, vk := range e.Keys.Shards(v.ID, v.Shards) {
+		if n, err := e.Client.Do(ctx, e.Client.B().Hlen().Key(vk.Moves).Build()).AsInt64(); err != nil || n != 0 {
+			e.T.Errorf("shard %s: %d moves left in its journal (%v)", vk.Body, n, err)
 		}
 	}
 }
@@ -184,17 +159,17 @@ func TestShardedSale(t *testing.T) {
 			v := e.shardedVoucher(stock, k)
 			if c != nil {
 				masters := map[*testenv.RedisServer]bool{}
-				for _, vk := range e.svc.keys.shards(v.ID, k) {
-					masters[c.MasterOf(testenv.Slot(vk.meta))] = true
+				for _, vk := range e.Keys.Shards(v.ID, k) {
+					masters[c.MasterOf(testenv.Slot(vk.Meta))] = true
 				}
 				if len(masters) != k {
 					t.Errorf("the %d shards are on %d masters", k, len(masters))
 				}
 			}
-			e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-			accepted, busy := sellTo(t, e, v.ID, users(1, buyers), attempts)
+			e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+			accepted, busy := sellTo(t, e, v.ID, asynctest.Users(1, buyers), attempts)
 			t.Logf("%d accepted, %d answered busy", len(accepted), busy)
-			e.waitDrained(v.ID, len(accepted))
+			e.WaitDrained(v.ID, len(accepted))
 			e.checkShardedSold(v, accepted)
 		})
 	}
@@ -208,23 +183,23 @@ func TestShardedSaleSkewed(t *testing.T) {
 	v := e.shardedVoucher(stock, k)
 	var skewed []int64
 	for u := int64(1); len(skewed) < buyers; u++ {
-		if homeShard(u, k) == 0 || u%10 == 0 { // 90%+ on shard 0
+		if layout.HomeShard(u, k) == 0 || u%10 == 0 { // 90%+ on shard 0
 			skewed = append(skewed, u)
 		}
 	}
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
 	accepted, busy := sellTo(t, e, v.ID, skewed, attempts)
 	t.Logf("%d accepted, %d answered busy", len(accepted), busy)
-	e.waitDrained(v.ID, len(accepted))
+	e.WaitDrained(v.ID, len(accepted))
 	e.checkShardedSold(v, accepted)
 }
 
 // take runs step 1 of a move only, as a mover killed right after it.
-func (e *env) take(from, to voucherKeys, id string) int64 {
-	e.t.Helper()
-	n, err := takeScript.Exec(context.Background(), e.client, []string{from.meta, from.moves}, []string{id, to.body}).AsInt64()
+func (e *env) take(from, to layout.VoucherKeys, id string) int64 {
+	e.T.Helper()
+	n, err := layout.Take(context.Background(), e.Client, from, to, id)
 	if err != nil || n == 0 {
-		e.t.Fatalf("take.lua: %d, %v", n, err)
+		e.T.Fatalf("take.lua: %d, %v", n, err)
 	}
 	return n
 }
@@ -246,9 +221,9 @@ func TestShardMoveRecovery(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			v := e.shardedVoucher(stock, k)
-			shards := e.svc.keys.shards(v.ID, k)
+			shards := e.Keys.Shards(v.ID, k)
 			remaining := func() int {
-				got, err := e.svc.FindVoucher(ctx, v.ID)
+				got, err := e.Svc.FindVoucher(ctx, v.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -259,7 +234,7 @@ func TestShardMoveRecovery(t *testing.T) {
 			if r := remaining(); r != stock {
 				t.Fatalf("remaining %d with %d units in a journal; want %d", r, n, stock)
 			}
-			rec := NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
+			rec := reconcile.New(e.Client, e.DB, reconcile.Config{Prefix: e.Prefix, Logger: e.Log})
 			rep, err := rec.Repair(ctx, v.ID)
 			if err != nil || rep.Moved != 1 || len(rep.Diffs) != 0 || rep.Stock != stock {
 				t.Fatalf("Repair = %+v, %v; want 1 move completed, no differences, stock %d", rep, err, stock)
@@ -267,10 +242,10 @@ func TestShardMoveRecovery(t *testing.T) {
 			// Killed after step 2: added to shard 0, still in shard 2's
 			// journal; completing it again must not add it twice.
 			n = e.take(shards[2], shards[0], "dead.2")
-			if ok, err := completeMove(ctx, e.client, shards[2], shards[0], "dead.2", n); err != nil || !ok {
+			if ok, err := layout.CompleteMove(ctx, e.Client, shards[2], shards[0], "dead.2", n); err != nil || !ok {
 				t.Fatal(ok, err)
 			}
-			e.do(e.client.B().Hset().Key(shards[2].moves).FieldValue().FieldValue("dead.2", shards[0].body+":"+strconv.FormatInt(n, 10)).Build())
+			e.Do(e.Client.B().Hset().Key(shards[2].Moves).FieldValue().FieldValue("dead.2", shards[0].Body+":"+strconv.FormatInt(n, 10)).Build())
 			if r := remaining(); r != stock+int(n) {
 				t.Fatalf("remaining %d (the move counted in shard 0 and in the journal); want %d", r, stock+int(n))
 			}
@@ -279,9 +254,9 @@ func TestShardMoveRecovery(t *testing.T) {
 			}
 			// Killed after step 1 again, left to the buyers.
 			e.take(shards[0], shards[1], "dead.3")
-			e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-			accepted, _ := sellTo(t, e, v.ID, users(1, 200), 1)
-			e.waitDrained(v.ID, len(accepted))
+			e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+			accepted, _ := sellTo(t, e, v.ID, asynctest.Users(1, 200), 1)
+			e.WaitDrained(v.ID, len(accepted))
 			e.checkShardedSold(v, accepted)
 		})
 	}
@@ -299,25 +274,25 @@ func TestShardedReloadAfterLoss(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	v := e.shardedVoucher(stock, k)
-	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	first, _ := sellTo(t, e, v.ID, users(1, 90), 1)
-	e.waitDrained(v.ID, len(first))
+	stop := e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	first, _ := sellTo(t, e, v.ID, asynctest.Users(1, 90), 1)
+	e.WaitDrained(v.ID, len(first))
 	stop()
-	second, _ := sellTo(t, e, v.ID, users(91, 120), 1) // in the stream, not in MySQL
-	lost := e.svc.keys.shards(v.ID, k)[2]
-	e.do(e.client.B().Del().Key(lost.meta, lost.buyers, lost.orders).Build())
+	second, _ := sellTo(t, e, v.ID, asynctest.Users(91, 120), 1) // in the stream, not in MySQL
+	lost := e.Keys.Shards(v.ID, k)[2]
+	e.Do(e.Client.B().Del().Key(lost.Meta, lost.Buyers, lost.Orders).Build())
 	u := int64(2000)
-	for homeShard(u, k) != 2 {
+	for layout.HomeShard(u, k) != 2 {
 		u++
 	}
-	trigger := e.buy(v.ID, u) // reloads shard 2
-	rest, _ := sellTo(t, e, v.ID, users(1, 1000), 1)
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	trigger := e.Buy(v.ID, u) // reloads shard 2
+	rest, _ := sellTo(t, e, v.ID, asynctest.Users(1, 1000), 1)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
 	// The loss took shard 2's orders in the stream; their units are sold
 	// again, and every other unit once.
 	var kept []*flashsale.Order
 	for _, o := range second {
-		if homeShard(o.UserID, k) != 2 {
+		if layout.HomeShard(o.UserID, k) != 2 {
 			kept = append(kept, o)
 		}
 	}
@@ -325,12 +300,12 @@ func TestShardedReloadAfterLoss(t *testing.T) {
 	if len(all) != stock || len(kept) == len(second) {
 		t.Errorf("%d orders survive (%d of %d lost with shard 2); want %d, some lost", len(all), len(second)-len(kept), len(second), stock)
 	}
-	e.waitDrained(v.ID, len(all))
-	a, err := e.db.AuditVoucher(ctx, v.ID)
+	e.WaitDrained(v.ID, len(all))
+	a, err := e.DB.AuditVoucher(ctx, v.ID)
 	if err != nil || a.Orders != len(all) || a.Remaining != stock-len(all) || a.DistinctBuyers != len(all) {
 		t.Errorf("MySQL = %+v, %v; want %d orders of distinct buyers", a, err, len(all))
 	}
-	if got, err := e.svc.FindVoucher(ctx, v.ID); err != nil || got.Remaining != 0 {
+	if got, err := e.Svc.FindVoucher(ctx, v.ID); err != nil || got.Remaining != 0 {
 		t.Errorf("FindVoucher = %+v, %v; want remaining 0", got, err)
 	}
 }
@@ -343,12 +318,12 @@ func TestShardedSaleWithoutMySQL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	v := e.shardedVoucher(30, 3)
-	down, err := store.Open(ctx, e.url)
+	down, err := store.Open(ctx, e.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	down.Close()
-	fresh, err := NewService(e.client, down, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: e.log})
+	fresh, err := async.NewService(e.Client, down, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,11 +331,11 @@ func TestShardedSaleWithoutMySQL(t *testing.T) {
 		if _, err := fresh.PlaceOrder(ctx, v.ID, u); err != nil {
 			t.Fatalf("PlaceOrder(%d) without MySQL: %v", u, err)
 		}
-		if _, err := e.svc.PlaceOrder(ctx, v.ID, u); code(err) != flashsale.EDuplicateOrder {
+		if _, err := e.Svc.PlaceOrder(ctx, v.ID, u); asynctest.Code(err) != flashsale.EDuplicateOrder {
 			t.Fatalf("the same buyer %d through another instance: %v; want duplicate_order", u, err)
 		}
 	}
-	if st, err := ReadState(ctx, e.client, e.prefix, v.ID); err != nil || st.Buyers != 12 || st.Stock != 18 {
+	if st, err := async.ReadState(ctx, e.Client, e.Prefix, v.ID); err != nil || st.Buyers != 12 || st.Stock != 18 {
 		t.Errorf("ReadState = %+v, %v; want 12 buyers, 18 left", st, err)
 	}
 }

@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/async/internal/layout"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -29,7 +33,7 @@ type buyers struct {
 }
 
 // startBuyers starts buying the voucher through svc.
-func startBuyers(svc *Service, voucherID int64) *buyers {
+func startBuyers(svc *async.Service, voucherID int64) *buyers {
 	b := &buyers{stop: make(chan struct{})}
 	for range 32 {
 		b.wg.Go(func() {
@@ -46,7 +50,7 @@ func startBuyers(svc *Service, voucherID int64) *buyers {
 					b.mu.Lock()
 					b.accepted = append(b.accepted, o)
 					b.mu.Unlock()
-				} else if code(err) == flashsale.EUnavailable {
+				} else if asynctest.Code(err) == flashsale.EUnavailable {
 					time.Sleep(10 * time.Millisecond)
 				}
 			}
@@ -79,18 +83,18 @@ func (b *buyers) halt() {
 func TestShardedRewindOnFailover(t *testing.T) {
 	const stock, k = 20000, 3
 	set := testenv.StartSentinelSet(t)
-	dsn, url := mysqlDatabase(t)
+	dsn, url := asynctest.MySQLDatabase(t)
 	e := newEnvOn(t, set.Client(t), "test:"+testenv.Unique()+":", dsn, url)
 	var logs testenv.Buffer
-	e.svc = e.loggedService(&logs)
+	e.Svc = e.loggedService(&logs)
 	old, replica := set.Primary(), set.Replica()
 	admin := old.Client(t)
 	v := e.shardedVoucher(stock, k)
-	shards := e.svc.keys.shards(v.ID, k)
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	shards := e.Keys.Shards(v.ID, k)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
 
-	b := startBuyers(e.svc, v.ID)
-	e.waitFor("orders before the fault", 30*time.Second, func() (bool, error) { return b.count() >= 300, nil })
+	b := startBuyers(e.Svc, v.ID)
+	e.WaitFor("orders before the fault", 30*time.Second, func() (bool, error) { return b.count() >= 300, nil })
 	replica.Pause()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	if err := admin.Do(ctx, admin.B().Arbitrary("CLIENT", "KILL").Args("TYPE", "replica").Build()).Error(); err != nil {
@@ -105,11 +109,11 @@ func TestShardedRewindOnFailover(t *testing.T) {
 	set.WaitFailover(t, old.Addr(), 60*time.Second)
 	t.Logf("%d orders accepted before the fault, %d while the replica lagged", before, during)
 
-	rewound := map[string]EpochLoss{} // shard body → its rewind
-	e.waitFor("a rewind recorded on every shard", 60*time.Second, func() (bool, error) {
+	rewound := map[string]async.EpochLoss{} // shard body → its rewind
+	e.WaitFor("a rewind recorded on every shard", 60*time.Second, func() (bool, error) {
 		_, losses := e.losses()
 		for _, l := range losses {
-			if l.Kind == LossRewound {
+			if l.Kind == async.LossRewound {
 				rewound[l.Shard] = l
 			}
 		}
@@ -120,9 +124,9 @@ func TestShardedRewindOnFailover(t *testing.T) {
 		return
 	}
 	for _, vk := range shards {
-		l, ok := rewound[vk.body]
+		l, ok := rewound[vk.Body]
 		if !ok || l.AtLeast < 1 || l.AtLeast > int64(during+before) {
-			t.Errorf("shard %s: rewind %+v; want one of at least 1", vk.body, l)
+			t.Errorf("shard %s: rewind %+v; want one of at least 1", vk.Body, l)
 		}
 	}
 	e.checkRepairedAfterRewind(v, shards, b.count())
@@ -134,33 +138,33 @@ func TestShardedRewindOnFailover(t *testing.T) {
 // checkRepairedAfterRewind waits until the sale is drained, then checks
 // MySQL is exact and every order it holds has its buyer recorded on its
 // home shard.
-func (e *env) checkRepairedAfterRewind(v *flashsale.Voucher, shards []voucherKeys, accepted int) {
-	e.t.Helper()
+func (e *env) checkRepairedAfterRewind(v *flashsale.Voucher, shards []layout.VoucherKeys, accepted int) {
+	e.T.Helper()
 	ctx := context.Background()
-	e.waitFor("the backlog drained", 60*time.Second, func() (bool, error) {
-		n, err := e.svc.Backlog(ctx)
+	e.WaitFor("the backlog drained", 60*time.Second, func() (bool, error) {
+		n, err := e.Svc.Backlog(ctx)
 		return n == 0, err
 	})
-	a, err := e.db.AuditVoucher(ctx, v.ID)
+	a, err := e.DB.AuditVoucher(ctx, v.ID)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if a.Orders > v.Stock || a.Orders > accepted || a.Remaining+a.Orders != v.Stock || a.DistinctBuyers != a.Orders {
-		e.t.Errorf("MySQL = %+v for a stock of %d, %d orders accepted; want exact", a, v.Stock, accepted)
+		e.T.Errorf("MySQL = %+v for a stock of %d, %d orders accepted; want exact", a, v.Stock, accepted)
 	}
-	_, orders, err := e.db.VoucherSnapshot(ctx, v.ID)
+	_, orders, err := e.DB.VoucherSnapshot(ctx, v.ID)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.waitFor("MySQL's buyers recorded in Redis", 30*time.Second, func() (bool, error) {
+	e.WaitFor("MySQL's buyers recorded in Redis", 30*time.Second, func() (bool, error) {
 		for _, o := range orders {
-			vk := shards[homeShard(o.UserID, len(shards))]
-			got, err := e.client.Do(ctx, e.client.B().Hget().Key(vk.buyers).Field(itoa(o.UserID)).Build()).ToString()
+			vk := shards[layout.HomeShard(o.UserID, len(shards))]
+			got, err := e.Client.Do(ctx, e.Client.B().Hget().Key(vk.Buyers).Field(itoa(o.UserID)).Build()).ToString()
 			if err != nil || got != itoa(o.ID) {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
-	e.t.Logf("MySQL: %d orders, %d left, of %d accepted", a.Orders, a.Remaining, accepted)
+	e.T.Logf("MySQL: %d orders, %d left, of %d accepted", a.Orders, a.Remaining, accepted)
 }

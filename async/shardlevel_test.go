@@ -1,4 +1,4 @@
-package async
+package async_test
 
 import (
 	"context"
@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/async/internal/layout"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -18,12 +22,12 @@ const rewindAlarm = "REDIS LOST ACCEPTED ORDERS"
 
 // loggedService returns another instance on the env's Redis and MySQL
 // whose log is copied into logs.
-func (e *env) loggedService(logs *testenv.Buffer) *Service {
-	e.t.Helper()
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, e.t.Output()), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc, err := NewService(e.client, e.db, Config{Prefix: e.prefix, OrderIDs: e.ids, Logger: log})
+func (e *env) loggedService(logs *testenv.Buffer) *async.Service {
+	e.T.Helper()
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, e.T.Output()), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc, err := async.NewService(e.Client, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: log})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return svc
 }
@@ -33,7 +37,7 @@ func (e *env) loggedService(logs *testenv.Buffer) *Service {
 func homedUsers(from int64, n, shard, k int) []int64 {
 	var us []int64
 	for u := from; len(us) < n; u++ {
-		if homeShard(u, k) == shard {
+		if layout.HomeShard(u, k) == shard {
 			us = append(us, u)
 		}
 	}
@@ -43,7 +47,7 @@ func homedUsers(from int64, n, shard, k int) []int64 {
 // sellThrough has the instances take turns placing one order for each
 // user, all at once, and returns the orders accepted; refusals other than
 // sold out and busy fail the test.
-func sellThrough(t *testing.T, svcs []*Service, voucherID int64, us []int64) []*flashsale.Order {
+func sellThrough(t *testing.T, svcs []*async.Service, voucherID int64, us []int64) []*flashsale.Order {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -53,7 +57,7 @@ func sellThrough(t *testing.T, svcs []*Service, voucherID int64, us []int64) []*
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			o, err := svcs[i%len(svcs)].PlaceOrder(ctx, voucherID, u)
-			switch code(err) {
+			switch asynctest.Code(err) {
 			case "":
 				mu.Lock()
 				accepted = append(accepted, o)
@@ -70,18 +74,14 @@ func sellThrough(t *testing.T, svcs []*Service, voucherID int64, us []int64) []*
 
 // deadLetterOnShard buys for user (whose home is shard vk) with the
 // consumers stopped and dead-letters the order as a consumer would.
-func (e *env) deadLetterOnShard(voucherID, user int64, vk voucherKeys) {
-	e.t.Helper()
-	e.buy(voucherID, user)
-	res, err := e.do(e.client.B().Xreadgroup().Group(DefaultGroup, "c").Count(1).Streams().Key(vk.orders).Id(">").Build()).AsXRead()
-	if err != nil || len(res[vk.orders]) != 1 || res[vk.orders][0].FieldValues[fieldUser] != itoa(user) {
-		e.t.Fatalf("reading user %d's entry on shard %s: %v, %v", user, vk.body, res, err)
+func (e *env) deadLetterOnShard(voucherID, user int64, vk layout.VoucherKeys) {
+	e.T.Helper()
+	e.Buy(voucherID, user)
+	res, err := e.Do(e.Client.B().Xreadgroup().Group(async.DefaultGroup, "c").Count(1).Streams().Key(vk.Orders).Id(">").Build()).AsXRead()
+	if err != nil || len(res[vk.Orders]) != 1 || res[vk.Orders][0].FieldValues[layout.FieldUser] != itoa(user) {
+		e.T.Fatalf("reading user %d's entry on shard %s: %v, %v", user, vk.Body, res, err)
 	}
-	entry := res[vk.orders][0]
-	args := []string{DefaultGroup, entry.ID, entry.FieldValues[fieldOrder], itoa(user), "crafted", "1", string(DeadMalformed)}
-	if err := deadScript.Exec(context.Background(), e.client, []string{vk.orders, vk.dead, vk.failed}, args).Error(); err != nil {
-		e.t.Fatal(err)
-	}
+	e.DeadLetter(vk, res[vk.Orders][0], "crafted", string(layout.DeadMalformed))
 }
 
 // TestShardLevelsSurviveMovesReloadsAndRestores sells a sharded voucher
@@ -97,16 +97,16 @@ func TestShardLevelsSurviveMovesReloadsAndRestores(t *testing.T) {
 	defer cancel()
 	var logs testenv.Buffer
 	a, b := e.loggedService(&logs), e.loggedService(&logs)
-	e.svc = a
-	svcs := []*Service{a, b}
+	e.Svc = a
+	svcs := []*async.Service{a, b}
 	v := e.shardedVoucher(stock, k)
-	shards := e.svc.keys.shards(v.ID, k)
-	rec := e.reconciler()
+	shards := e.Keys.Shards(v.ID, k)
+	rec := e.Reconciler()
 
-	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
+	stop := e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
 	sold := sellThrough(t, svcs, v.ID, homedUsers(1, 400, 0, k)) // shard 0 borrows from the others
-	sold = append(sold, sellThrough(t, svcs, v.ID, users(20000, 20060))...)
-	e.waitDrained(v.ID, len(sold))
+	sold = append(sold, sellThrough(t, svcs, v.ID, asynctest.Users(20000, 20060))...)
+	e.WaitDrained(v.ID, len(sold))
 	stop()
 
 	for _, u := range homedUsers(25000, 3, 2, k) {
@@ -127,14 +127,14 @@ func TestShardLevelsSurviveMovesReloadsAndRestores(t *testing.T) {
 	if _, err := b.PlaceOrder(ctx, v.ID, homedUsers(25500, 1, 2, k)[0]); err != nil {
 		t.Fatal(err)
 	}
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, len(sold)+1)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, len(sold)+1)
 	// Shard 2 is lost and reloaded by a, with given 0 and as many buyers
 	// as b saw: its level is above the one b saw in the old history.
-	e.do(e.client.B().Del().Key(shards[2].meta, shards[2].buyers, shards[2].orders).Build())
-	e.buy(v.ID, homedUsers(26000, 1, 2, k)[0])
+	e.Do(e.Client.B().Del().Key(shards[2].Meta, shards[2].Buyers, shards[2].Orders).Build())
+	e.Buy(v.ID, homedUsers(26000, 1, 2, k)[0])
 	sellThrough(t, svcs, v.ID, homedUsers(27000, 200, 1, k))
-	sellThrough(t, svcs, v.ID, users(30000, 30300))
+	sellThrough(t, svcs, v.ID, asynctest.Users(30000, 30300))
 	if _, losses := e.losses(); len(losses) != 0 {
 		t.Errorf("losses recorded: %+v; want none", losses)
 	}
@@ -146,15 +146,15 @@ func TestShardLevelsSurviveMovesReloadsAndRestores(t *testing.T) {
 
 // checkLevelsSeen checks every instance has seen a level of each of the
 // voucher's k shards: the check ran.
-func checkLevelsSeen(t *testing.T, svcs []*Service, voucherID int64, k int) {
+func checkLevelsSeen(t *testing.T, svcs []*async.Service, voucherID int64, k int) {
 	t.Helper()
 	for i, svc := range svcs {
-		l, ok := svc.locals.Load(voucherID)
-		if !ok {
+		kept, seen := svc.LevelsSeen(voucherID, k)
+		if !kept {
 			t.Fatalf("instance %d keeps no state of the voucher", i)
 		}
-		for s := range k {
-			if l.(*local).levels[s].Load() == nil {
+		for s, ok := range seen {
+			if !ok {
 				t.Errorf("instance %d saw no level of shard %d: the check did not run", i, s)
 			}
 		}
@@ -172,49 +172,49 @@ func TestShardRewindIsNoticedAndRepairedPerShard(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	v := e.shardedVoucher(stock, k)
-	vk := e.svc.keys.shards(v.ID, k)[1]
-	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	first := sellThrough(t, []*Service{e.svc}, v.ID, users(1, 30))
-	e.waitDrained(v.ID, len(first))
+	vk := e.Keys.Shards(v.ID, k)[1]
+	stop := e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	first := sellThrough(t, []*async.Service{e.Svc}, v.ID, asynctest.Users(1, 30))
+	e.WaitDrained(v.ID, len(first))
 	old := map[string]string{}
-	for _, key := range []string{vk.meta, vk.buyers, vk.orders} {
-		dump, err := e.client.Do(ctx, e.client.B().Dump().Key(key).Build()).ToString()
+	for _, key := range []string{vk.Meta, vk.Buyers, vk.Orders} {
+		dump, err := e.Client.Do(ctx, e.Client.B().Dump().Key(key).Build()).ToString()
 		if err != nil {
 			t.Fatalf("DUMP %s: %v", key, err)
 		}
 		old[key] = dump
 	}
 	lostUsers := homedUsers(100, 12, 1, k)
-	lost := sellThrough(t, []*Service{e.svc}, v.ID, lostUsers)
-	e.waitDrained(v.ID, len(first)+len(lost))
+	lost := sellThrough(t, []*async.Service{e.Svc}, v.ID, lostUsers)
+	e.WaitDrained(v.ID, len(first)+len(lost))
 	stop()
 	for key, dump := range old { // shard 1's slot fails over to a replica that lagged
-		e.do(e.client.B().Restore().Key(key).Ttl(0).SerializedValue(dump).Replace().Build())
+		e.Do(e.Client.B().Restore().Key(key).Ttl(0).SerializedValue(dump).Replace().Build())
 	}
-	sellThrough(t, []*Service{e.svc}, v.ID, homedUsers(500, 5, 0, k)) // shard 0: no rewind
+	sellThrough(t, []*async.Service{e.Svc}, v.ID, homedUsers(500, 5, 0, k)) // shard 0: no rewind
 	if _, losses := e.losses(); len(losses) != 0 {
 		t.Fatalf("losses recorded before shard 1 sold again: %+v", losses)
 	}
-	e.buy(v.ID, homedUsers(600, 1, 1, k)...)
-	var rewinds []EpochLoss
-	e.waitFor("the rewind recorded and shard 1's buyers recorded again", 10*time.Second, func() (bool, error) {
+	e.Buy(v.ID, homedUsers(600, 1, 1, k)...)
+	var rewinds []async.EpochLoss
+	e.WaitFor("the rewind recorded and shard 1's buyers recorded again", 10*time.Second, func() (bool, error) {
 		_, rewinds = e.losses()
 		for _, o := range lost {
-			if err := e.client.Do(ctx, e.client.B().Hget().Key(vk.buyers).Field(itoa(o.UserID)).Build()).Error(); err != nil {
+			if err := e.Client.Do(ctx, e.Client.B().Hget().Key(vk.Buyers).Field(itoa(o.UserID)).Build()).Error(); err != nil {
 				return false, nil
 			}
 		}
 		return len(rewinds) > 0, nil
 	})
-	if len(rewinds) != 1 || rewinds[0].Kind != LossRewound || rewinds[0].Shard != vk.body || rewinds[0].AtLeast != int64(len(lost)) {
-		t.Errorf("rewinds recorded: %+v; want one on shard %s, at least %d", rewinds, vk.body, len(lost))
+	if len(rewinds) != 1 || rewinds[0].Kind != async.LossRewound || rewinds[0].Shard != vk.Body || rewinds[0].AtLeast != int64(len(lost)) {
+		t.Errorf("rewinds recorded: %+v; want one on shard %s, at least %d", rewinds, vk.Body, len(lost))
 	}
 	for _, u := range lostUsers {
-		if _, err := e.svc.PlaceOrder(ctx, v.ID, u); code(err) != flashsale.EDuplicateOrder {
+		if _, err := e.Svc.PlaceOrder(ctx, v.ID, u); asynctest.Code(err) != flashsale.EDuplicateOrder {
 			t.Errorf("a buyer whose persisted order Redis had lost buys again: %v; want %s", err, flashsale.EDuplicateOrder)
 		}
 	}
-	if stock, initial, buyers := e.snapshot(v.ID); stock+buyers != initial {
+	if stock, initial, buyers := e.Snapshot(v.ID); stock+buyers != initial {
 		t.Errorf("Redis: stock %d + buyers %d, initial %d", stock, buyers, initial)
 	}
 }

@@ -1,16 +1,24 @@
 package async
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
-// State is what Redis holds for one voucher of the pipeline, read in one
-// consistent step (summed over its shards when it has several, each read
-// in one step, and the units moving between them counted in Stock): with nothing sold twice and no buyer lost, Stock +
-// Buyers = InitialStock at every instant.
+// Reads of the pipeline's Redis state for tools that audit it from outside
+// (the load lab, the metrics sampler). Each takes the prefix the pipeline
+// runs under (DefaultPrefix when empty).
+
+// State is what Redis holds for one voucher of the pipeline, summed over
+// its shards (the units moving between them counted in Stock and
+// InitialStock): with nothing sold twice and no buyer lost, Stock + Buyers
+// = InitialStock at every instant.
 type State struct {
 	// Loaded is false when the voucher is not in Redis; the rest is zero.
 	Loaded              bool
@@ -20,50 +28,65 @@ type State struct {
 	Buyers, DeadLetters int
 }
 
-// ReadState reads a voucher's State from Redis, under prefix
-// (DefaultPrefix when empty). It is for tools that audit the pipeline from
-// outside, such as the load lab.
+// ReadState reads a voucher's State from Redis, each shard in one
+// consistent step.
 func ReadState(ctx context.Context, client rueidis.Client, prefix string, voucherID int64) (State, error) {
-	keys := keyspace{orDefault(prefix, DefaultPrefix)}
-	shards, err := shardCount(ctx, client, keys, voucherID)
+	keys := layout.New(prefix)
+	shards, err := layout.ShardCount(ctx, client, keys, voucherID)
 	if err != nil {
 		return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
 	}
-	snap, err := voucherSnapshot(ctx, client, keys, voucherID, shards)
+	snap, err := layout.ReadSnapshot(ctx, client, keys, voucherID, shards)
 	if err != nil {
 		return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
 	}
-	if !snap.loaded {
+	if !snap.Loaded {
 		return State{}, nil
 	}
 	var dead int64
-	for _, vk := range keys.shards(voucherID, shards) {
-		n, err := client.Do(ctx, client.B().Xlen().Key(vk.dead).Build()).AsInt64()
+	for _, vk := range keys.Shards(voucherID, shards) {
+		n, err := client.Do(ctx, client.B().Xlen().Key(vk.Dead).Build()).AsInt64()
 		if err != nil {
 			return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
 		}
 		dead += n
 	}
-	return State{Loaded: true, Stock: snap.stock, InitialStock: snap.initialStock, Buyers: snap.buyers, DeadLetters: int(dead)}, nil
+	return State{Loaded: true, Stock: snap.Stock, InitialStock: snap.InitialStock, Buyers: snap.Buyers, DeadLetters: int(dead)}, nil
 }
 
-// snapshot is a voucher's live figures in Redis, read in one step by
-// snapshot.lua.
-type snapshot struct {
-	loaded                      bool // false: not in Redis, the rest is zero
-	stock, initialStock, buyers int
-}
-
-// readSnapshot runs snapshot.lua for a voucher and decodes its reply.
-func readSnapshot(ctx context.Context, client rueidis.Client, vk voucherKeys) (snapshot, error) {
-	snap, err := snapshotScript.Exec(ctx, client, []string{vk.meta, vk.buyers}, nil).AsIntSlice()
-	switch {
-	case err != nil:
-		return snapshot{}, err
-	case len(snap) == 0:
-		return snapshot{}, nil
-	case len(snap) != 3:
-		return snapshot{}, fmt.Errorf("snapshot.lua answered %v", snap)
+// Registered returns the ids of the vouchers whose streams the consumers
+// read (the registry): the vouchers with orders in flight or a sale not
+// over. Shards' members and malformed members are skipped.
+func Registered(ctx context.Context, client rueidis.Client, prefix string) ([]int64, error) {
+	members, err := client.Do(ctx, client.B().Smembers().Key(layout.New(prefix).Registry()).Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("async: registry: %w", err)
 	}
-	return snapshot{loaded: true, stock: int(snap[0]), initialStock: int(snap[1]), buyers: int(snap[2])}, nil
+	ids := make([]int64, 0, len(members))
+	for _, m := range members {
+		if id, err := strconv.ParseInt(m, 10, 64); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// VoucherBacklog returns how many accepted orders of the voucher, summed
+// over its shards, the group (DefaultGroup when empty) has not
+// acknowledged yet; 0 for a voucher that is not loaded.
+func VoucherBacklog(ctx context.Context, client rueidis.Client, prefix, group string, voucherID int64) (int64, error) {
+	keys := layout.New(prefix)
+	n, err := layout.ShardCount(ctx, client, keys, voucherID)
+	if err != nil {
+		return 0, fmt.Errorf("async: backlog of voucher %d: %w", voucherID, err)
+	}
+	var sum int64
+	for _, vk := range keys.Shards(voucherID, n) {
+		b, _, err := layout.StreamBacklog(ctx, client, vk, cmp.Or(group, DefaultGroup))
+		if err != nil {
+			return 0, fmt.Errorf("async: backlog of voucher %d: %w", voucherID, err)
+		}
+		sum += b
+	}
+	return sum, nil
 }

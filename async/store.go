@@ -4,22 +4,11 @@ import (
 	"context"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/store"
 )
 
-// What the pipeline needs from the system of record, one interface per
-// part; *store.DB implements them all. The pipeline opens no transaction
+// VoucherStore keeps vouchers: what the gate needs from the system of
+// record (*store.DB, passed in by cmd). The gate opens no transaction
 // itself: each method that must read one snapshot does so on its own.
-
-// Persister stores batches of accepted orders: the Consumer's store.
-// PersistOrders must be idempotent and all-or-nothing, and must return an
-// error wrapping store.ErrStockShort when the batch needs more stock than
-// is left.
-type Persister interface {
-	PersistOrders(ctx context.Context, orders []flashsale.Order) (store.PersistResult, error)
-}
-
-// VoucherStore keeps vouchers: the Service's store.
 type VoucherStore interface {
 	// CreateVoucher stores a voucher with the id the caller assigned.
 	CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
@@ -37,18 +26,3 @@ type VoucherStore interface {
 	// FindOrder returns a persisted order.
 	FindOrder(ctx context.Context, id int64) (*flashsale.Order, error)
 }
-
-// AuditStore reads what reconciliation compares Redis with: the
-// Reconciler's store.
-type AuditStore interface {
-	ListVouchers(ctx context.Context) ([]*flashsale.Voucher, error)
-	Voucher(ctx context.Context, id int64) (*flashsale.Voucher, error)
-	AuditVoucher(ctx context.Context, id int64) (store.Audit, error)
-	HeldOrders(ctx context.Context, voucherID int64) ([]flashsale.Order, error)
-}
-
-var (
-	_ Persister    = (*store.DB)(nil)
-	_ VoucherStore = (*store.DB)(nil)
-	_ AuditStore   = (*store.DB)(nil)
-)

@@ -1,11 +1,13 @@
-package async
+package async_test
 
 import (
 	"fmt"
 	"testing"
 
-	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // BenchmarkPlaceOrderTopology measures accepted gate decisions per second
@@ -28,14 +30,14 @@ func BenchmarkPlaceOrderTopology(b *testing.B) {
 }
 
 func benchTopology(b *testing.B, client rueidis.Client, nodes []*testenv.RedisServer) {
-	dsn, url := mysqlDatabase(b)
+	dsn, url := asynctest.MySQLDatabase(b)
 	e := newEnvOn(b, client, "bench:"+testenv.Unique()+":", dsn, url)
-	v := e.voucher(max(b.N, 1))
+	v := e.Voucher(max(b.N, 1))
 	before := make([]nodeStats, len(nodes))
 	for i, n := range nodes {
 		before[i] = readNodeStats(b, n)
 	}
-	benchOrders(b, e.svc, v.ID, "")
+	benchOrders(b, e.Svc, v.ID, "")
 	b.StopTimer()
 	for i, n := range nodes {
 		d := readNodeStats(b, n).minus(before[i])

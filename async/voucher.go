@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // loadTimeout bounds a reload, which runs detached from the request that
@@ -54,12 +55,12 @@ func (s *Service) undoCreate(ctx context.Context, v *flashsale.Voucher) {
 	defer cancel()
 	id := v.ID
 	var cmds rueidis.Commands
-	for _, vk := range s.keys.shards(id, v.ShardCount()) { // one DEL per slot
-		cmds = append(cmds, s.client.B().Del().Key(vk.meta, vk.buyers, vk.orders).Build(),
-			s.client.B().Srem().Key(s.keys.registry()).Member(vk.body).Build())
+	for _, vk := range s.keys.Shards(id, v.ShardCount()) { // one DEL per slot
+		cmds = append(cmds, s.client.B().Del().Key(vk.Meta, vk.Buyers, vk.Orders).Build(),
+			s.client.B().Srem().Key(s.keys.Registry()).Member(vk.Body).Build())
 	}
 	if v.ShardCount() > 1 {
-		cmds = append(cmds, s.client.B().Del().Key(s.keys.shardsKey(id)).Build())
+		cmds = append(cmds, s.client.B().Del().Key(s.keys.ShardCountKey(id)).Build())
 	}
 	for _, cmd := range s.client.DoMulti(ctx, cmds...) {
 		if err := cmd.Error(); err != nil {
@@ -80,12 +81,12 @@ func (s *Service) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher
 	if err != nil {
 		return nil, err
 	}
-	snap, err := voucherSnapshot(ctx, s.client, s.keys, id, v.ShardCount())
+	snap, err := layout.ReadSnapshot(ctx, s.client, s.keys, id, v.ShardCount())
 	if err != nil {
 		return nil, unavailable(fmt.Sprintf("find voucher %d", id), err)
 	}
-	if snap.loaded {
-		v.Remaining, v.Orders = snap.stock, snap.buyers
+	if snap.Loaded {
+		v.Remaining, v.Orders = snap.Stock, snap.Buyers
 		return &v, nil
 	}
 	return s.db.FindVoucher(ctx, id)
@@ -100,29 +101,23 @@ func (s *Service) FindVouchers(ctx context.Context, before int64, limit int) ([]
 	if err != nil || len(vs) == 0 {
 		return vs, err
 	}
-	execs := make([]rueidis.LuaExec, len(vs))
+	vks := make([]layout.VoucherKeys, len(vs))
 	for i, v := range vs {
-		vk := s.keys.voucher(v.ID)
-		execs[i] = rueidis.LuaExec{Keys: []string{vk.meta, vk.buyers}}
+		vks[i] = s.keys.Voucher(v.ID)
 	}
-	for i, res := range snapshotScript.ExecMulti(ctx, s.client, execs...) {
-		snap, err := res.AsIntSlice()
-		if err != nil {
-			return nil, unavailable("find vouchers", err)
-		}
-		if len(snap) == 3 {
-			vs[i].Remaining, vs[i].Orders = int(snap[0]), int(snap[2])
-		}
+	snaps, err := layout.ReadSnapshots(ctx, s.client, vks)
+	if err != nil {
+		return nil, unavailable("find vouchers", err)
 	}
-	for _, v := range vs {
+	for i, v := range vs {
+		snap := snaps[i]
 		if v.ShardCount() > 1 { // a few more round trips: the sums over its shards
-			snap, err := voucherSnapshot(ctx, s.client, s.keys, v.ID, v.ShardCount())
-			if err != nil {
+			if snap, err = layout.ReadSnapshot(ctx, s.client, s.keys, v.ID, v.ShardCount()); err != nil {
 				return nil, unavailable("find vouchers", err)
 			}
-			if snap.loaded {
-				v.Remaining, v.Orders = snap.stock, snap.buyers
-			}
+		}
+		if snap.Loaded {
+			v.Remaining, v.Orders = snap.Stock, snap.Buyers
 		}
 	}
 	return vs, nil
@@ -141,15 +136,11 @@ func (s *Service) static(ctx context.Context, id int64) (flashsale.Voucher, erro
 	return *v, nil
 }
 
-// Reload loads a voucher from MySQL into Redis if it is missing there and
-// its sale is not over (then it returns EEnded): its
-// sale window, the stock MySQL has left, its buyers from MySQL's orders,
-// and the orders still in its stream (accepted but not persisted). It is
-// idempotent and safe to run from several instances at once: only the
-// first load writes the stock. It returns ENotFound when the voucher is
-// not in MySQL either. Concurrent calls for one voucher share one load,
-// which goes on when they stop waiting: a caller whose ctx ends first gets
-// EUnavailable.
+// Reload loads a voucher from MySQL into Redis if it is missing there:
+// its sale window, the stock MySQL has left, its buyers and the orders
+// still in its stream. It is idempotent and safe beside other instances.
+// It returns EEnded for a sale that is over, ENotFound for a voucher MySQL
+// does not have, and EUnavailable when ctx ends first (the load goes on).
 func (s *Service) Reload(ctx context.Context, voucherID int64) error {
 	load := s.loads.DoChan(strconv.FormatInt(voucherID, 10), func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
@@ -169,8 +160,8 @@ func (s *Service) reload(ctx context.Context, voucherID int64) error {
 	if v, err := s.static(ctx, voucherID); err == nil && v.ShardCount() > 1 {
 		return s.reloadShards(ctx, &v)
 	}
-	vk := s.keys.voucher(voucherID)
-	n, err := s.client.Do(ctx, s.client.B().Exists().Key(vk.meta).Build()).AsInt64()
+	vk := s.keys.Voucher(voucherID)
+	n, err := s.client.Do(ctx, s.client.B().Exists().Key(vk.Meta).Build()).AsInt64()
 	if err != nil {
 		return unavailable(fmt.Sprintf("reload voucher %d", voucherID), err)
 	}
@@ -201,22 +192,22 @@ func (s *Service) reload(ctx context.Context, voucherID int64) error {
 // sees half a voucher.
 func (s *Service) loadRedis(ctx context.Context, v *flashsale.Voucher, orders []flashsale.Order) error {
 	if n := v.ShardCount(); n > 1 {
-		shards := s.keys.shards(v.ID, n)
+		shards := s.keys.Shards(v.ID, n)
 		all := make([]int, n)
 		for k := range all {
 			all[k] = k
 		}
 		return s.loadShards(ctx, v, shards, all, v.Remaining, orders)
 	}
-	return s.loadKeys(ctx, s.keys.voucher(v.ID), v, orders, v.Remaining, v.Stock)
+	return s.loadKeys(ctx, s.keys.Voucher(v.ID), v, orders, v.Remaining, v.Stock)
 }
 
 // loadKeys loads one set of a voucher's keys (the voucher's, or one
 // shard's): orders' buyers, the registry entry, then load.lua with the
 // stock remaining and the initial stock.
-func (s *Service) loadKeys(ctx context.Context, vk voucherKeys, v *flashsale.Voucher, orders []flashsale.Order, remaining, initial int) error {
+func (s *Service) loadKeys(ctx context.Context, vk layout.VoucherKeys, v *flashsale.Voucher, orders []flashsale.Order, remaining, initial int) error {
 	for start := 0; start < len(orders); start += buyersChunk {
-		cmd := s.client.B().Hset().Key(vk.buyers).FieldValue()
+		cmd := s.client.B().Hset().Key(vk.Buyers).FieldValue()
 		for _, o := range orders[start:min(start+buyersChunk, len(orders))] {
 			cmd = cmd.FieldValue(strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
 		}
@@ -226,16 +217,15 @@ func (s *Service) loadKeys(ctx context.Context, vk voucherKeys, v *flashsale.Vou
 	}
 	// Registered before it can take orders: a consumer may find it before
 	// its stream exists, and waits.
-	if err := s.client.Do(ctx, s.client.B().Sadd().Key(s.keys.registry()).Member(vk.body).Build()).Error(); err != nil {
+	if err := s.client.Do(ctx, s.client.B().Sadd().Key(s.keys.Registry()).Member(vk.Body).Build()).Error(); err != nil {
 		return err
 	}
-	keys := []string{vk.meta, vk.buyers, vk.orders}
-	args := []string{strconv.Itoa(remaining), strconv.Itoa(initial), micros(v.BeginTime), micros(v.EndTime), s.cfg.Group}
-	return loadScript.Exec(ctx, s.client, keys, args).Error()
+	args := []string{strconv.Itoa(remaining), strconv.Itoa(initial), layout.Micros(v.BeginTime), layout.Micros(v.EndTime), s.cfg.Group}
+	return loadScript.Exec(ctx, s.client, vk.Gate(), args).Error()
 }
 
 // Backlog returns how many accepted orders are not persisted yet, summed
-// over the registered vouchers; see Consumer.Backlog.
+// over the registered vouchers: what a readiness check watches.
 func (s *Service) Backlog(ctx context.Context) (int64, error) {
-	return backlog(ctx, s.client, s.keys, s.cfg.Group)
+	return layout.Backlog(ctx, s.client, s.keys, s.cfg.Group)
 }

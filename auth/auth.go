@@ -1,6 +1,8 @@
 // Package auth issues and verifies the service's credentials: HS256 JSON Web
 // Tokens for users (the user id in "sub", "exp" required) and one static
-// bearer token for the administrator.
+// bearer token for the administrator. A user token is accepted until
+// Leeway (5 s) past its exp, and from Leeway before its nbf, for clocks
+// that differ.
 package auth
 
 import (

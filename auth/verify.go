@@ -18,9 +18,9 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// leeway is how long past its exp, or before its nbf, a token is still
-// taken: the issuer's clock and the instances' differ.
-const leeway = 5 * time.Second
+// Leeway is how long past its exp, or before its nbf, a user token is
+// still accepted: the issuer's clock and the instances' differ.
+const Leeway = 5 * time.Second
 
 // maxFastToken bounds the tokens verify checks itself (UserToken's are
 // under 200 bytes); longer ones go to golang-jwt, so pooled buffers stay
@@ -109,7 +109,7 @@ func (c *userClaims) check(now time.Time) (grant, error) {
 		return grant{}, errNoExpiry
 	case expired(exp.Time, now):
 		return grant{}, errExpired
-	case nbf != nil && now.Before(nbf.Add(-leeway)):
+	case nbf != nil && now.Before(nbf.Add(-Leeway)):
 		return grant{}, errNotYetValid
 	}
 	user, err := flashsale.ParseID(c.Subject)
@@ -120,7 +120,7 @@ func (c *userClaims) check(now time.Time) (grant, error) {
 }
 
 // expired reports whether a token that expires at exp is refused at now.
-func expired(exp, now time.Time) bool { return !now.Before(exp.Add(leeway)) }
+func expired(exp, now time.Time) bool { return !now.Before(exp.Add(Leeway)) }
 
 // parseIssued reads claims written exactly as UserToken writes them,
 // {"sub":"<id>","exp":<n>,"iat":<n>}, and reports false for anything else

@@ -3,13 +3,15 @@
 // fetched from elsewhere), which polls the JSON endpoints this package
 // adds:
 //
-//	GET /api/stats                  the vouchers on sale, with their stock
+//	GET /api/stats                  the vouchers watched, with their stock
+//	                                and status, and the one to open on
 //	GET /api/vouchers/{id}/stats    one voucher's figures, rates and history
 //
-// Anyone may read a sale's public figures: stock left in Redis and in
-// MySQL, orders, accepted and refused orders per second, the order route's
-// latency. The pipeline's internals (backlog, dead letters, oversold,
-// drift) need the admin token, as the other operator routes do.
+// Anyone may read a sale's public figures: its status, stock left in
+// Redis and in MySQL, orders, accepted and refused orders per second, the
+// latency of its order requests. The pipeline's internals (backlog, dead
+// letters, oversold, drift) need the admin token, as the other operator
+// routes do.
 package dashboard
 
 import (
@@ -68,6 +70,7 @@ func Routes() []string {
 type summary struct {
 	ID             int64     `json:"id,string"`
 	Title          string    `json:"title"`
+	Status         string    `json:"status"`
 	Stock          int       `json:"stock"`
 	RemainingMySQL int       `json:"remaining_mysql"`
 	RemainingRedis *int      `json:"remaining_redis"`
@@ -76,25 +79,45 @@ type summary struct {
 	EndTime        time.Time `json:"end_time"`
 }
 
-func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
-	last := d.Sampler.Latest()
-	out := make([]summary, 0, len(last.Vouchers))
-	for _, v := range last.Vouchers {
-		out = append(out, public(v))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"sampled_at": last.At, "vouchers": out})
+// list is the body of GET /api/stats.
+type list struct {
+	SampledAt time.Time `json:"sampled_at"`
+	Vouchers  []summary `json:"vouchers"`
+	// Current is the id of the voucher the page opens on (see current),
+	// null when the list is empty.
+	Current *string `json:"current"`
 }
 
-// public returns what anyone may see of a voucher's sample.
-func public(v metrics.VoucherSample) summary {
-	return summary{ID: v.ID, Title: v.Title, Stock: v.Stock, RemainingMySQL: v.RemainingMySQL,
+func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
+	last, now := d.Sampler.Latest(), time.Now()
+	body := list{SampledAt: last.At, Vouchers: make([]summary, 0, len(last.Vouchers))}
+	for _, v := range last.Vouchers {
+		body.Vouchers = append(body.Vouchers, public(v, now))
+	}
+	if i := current(last.Vouchers, now); i >= 0 {
+		id := strconv.FormatInt(last.Vouchers[i].ID, 10)
+		body.Current = &id
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// public returns what anyone may see of a voucher's sample at now.
+func public(v metrics.VoucherSample, now time.Time) summary {
+	return summary{ID: v.ID, Title: v.Title, Status: status(v, now), Stock: v.Stock, RemainingMySQL: v.RemainingMySQL,
 		RemainingRedis: v.RemainingRedis, Orders: v.Orders, BeginTime: v.BeginTime, EndTime: v.EndTime}
+}
+
+// operator is what the admin sees of a voucher: all its sample, and its
+// status.
+type operator struct {
+	metrics.VoucherSample
+	Status string `json:"status"`
 }
 
 // voucherStats is the body of GET /api/vouchers/{id}/stats.
 type voucherStats struct {
 	SampledAt time.Time        `json:"sampled_at"`
-	Voucher   any              `json:"voucher"` // a VoucherSample for the admin, else a summary
+	Voucher   any              `json:"voucher"` // an operator for the admin, else a summary
 	Rates     rates            `json:"rates"`
 	Latency   latency          `json:"latency_ms"`
 	Seconds   []metrics.Second `json:"seconds"`
@@ -108,6 +131,8 @@ type rates struct {
 	Refused  map[string]float64 `json:"refused"`
 }
 
+// latency is the p50 and p99 of the voucher's order requests on this
+// instance over the last minute.
 type latency struct {
 	P50      float64 `json:"p50"`
 	P99      float64 `json:"p99"`
@@ -120,14 +145,14 @@ func (d *Dashboard) voucher(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, flashsale.EInvalid, "voucher id: "+err.Error())
 		return
 	}
-	last := d.Sampler.Latest()
+	last, now := d.Sampler.Latest(), time.Now()
 	body := voucherStats{SampledAt: last.At, Admin: d.IsAdmin != nil && d.IsAdmin(r), Outcomes: metrics.Outcomes}
 	found := false
 	for _, v := range last.Vouchers {
 		if v.ID == id {
-			body.Voucher, found = public(v), true
+			body.Voucher, found = public(v, now), true
 			if body.Admin {
-				body.Voucher = v
+				body.Voucher = operator{v, status(v, now)}
 			}
 		}
 	}
@@ -137,7 +162,7 @@ func (d *Dashboard) voucher(w http.ResponseWriter, r *http.Request) {
 	}
 	body.Seconds = d.Live.Seconds(id, metrics.LiveSeconds-1)
 	body.Rates = averageRates(body.Seconds[max(0, len(body.Seconds)-rateSeconds):])
-	body.Latency.P50, body.Latency.P99, body.Latency.Requests = d.Live.Percentiles()
+	body.Latency.P50, body.Latency.P99, body.Latency.Requests = d.Live.Percentiles(id)
 	body.History = d.Sampler.History(id)
 	if !body.Admin { // the pipeline's internals are for operators
 		for i := range body.History {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/idgen"
@@ -114,7 +115,7 @@ func services(t testing.TB, o apiOptions, rc rueidis.Client, prefix string, db *
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := async.NewConsumer(rc, db, async.ConsumerConfig{Prefix: prefix + "a:", Block: 100 * time.Millisecond, Refresh: 100 * time.Millisecond})
+		c := consume.New(rc, db, consume.Config{Prefix: prefix + "a:", Block: 100 * time.Millisecond, Refresh: 100 * time.Millisecond})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = c.Run(ctx) }()

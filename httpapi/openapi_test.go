@@ -9,6 +9,7 @@ import (
 	"github.com/flashsale/flashsale/metrics"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -185,6 +186,50 @@ func validateResponse(t *testing.T, router routers.Router, res *http.Response, b
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		t.Fatalf("the response does not match openapi.json: %v\n%s", err, body)
+	}
+}
+
+// TestOpenAPIMatchesDashboard checks the dashboard's JSON against the
+// document: the list (a voucher on sale, one upcoming, one ended) and a
+// voucher's stats as anyone and the admin see them.
+func TestOpenAPIMatchesDashboard(t *testing.T) {
+	api := newTestAPI(t, apiOptions{})
+	now := time.Now()
+	vid := api.createVoucher(3)
+	api.createVoucherWindow(3, now.Add(time.Hour), now.Add(2*time.Hour))
+	api.createVoucherWindow(3, now.Add(-time.Hour), now.Add(-time.Minute))
+	api.do("POST", "/api/vouchers/"+vid+"/orders", api.userToken(5), "", nil)
+	live := metrics.NewLive(time.Now)
+	sampler := metrics.NewSampler(metrics.SamplerConfig{DB: api.db, Live: live})
+	if err := sampler.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id, err := flashsale.ParseID(vid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.Latency(id, time.Millisecond)
+	mux := http.NewServeMux()
+	(&dashboard.Dashboard{Sampler: sampler, Live: live, IsAdmin: func(r *http.Request) bool {
+		return r.Header.Get("Authorization") == "Bearer "+adminToken
+	}}).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	router, err := legacy.NewRouter(loadOpenAPI(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash := &testAPI{t: t, url: srv.URL}
+	for _, tt := range []struct{ name, path, token string }{
+		{"list", "/api/stats", ""}, {"stats", "/api/vouchers/" + vid + "/stats", ""}, {"admin stats", "/api/vouchers/" + vid + "/stats", adminToken},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, body := dash.raw("GET", tt.path, tt.token, "")
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", res.StatusCode, body)
+			}
+			validateResponse(t, router, res, body)
+		})
 	}
 }
 

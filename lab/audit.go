@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/store"
 )
@@ -23,7 +24,7 @@ type Evidence struct {
 	TurnedAway []int64
 	// DB is the voucher's audit in MySQL: its stock, remaining stock,
 	// orders and buyers.
-	DB store.Audit
+	DB flashsale.Audit
 	// OrderIDs and OrderUsers are the ids and buyers of the voucher's
 	// orders in MySQL.
 	OrderIDs   []int64

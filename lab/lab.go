@@ -17,7 +17,8 @@
 //     runs the Load, waits for the async pipeline to drain, audits, and
 //     measures the servers' ceiling on GET /healthz with the same requests,
 //     closed loop.
-//   - WriteTable, WriteJSON and Verdicts report the Rows of several runs.
+//   - WriteTable and Verdicts report the Rows of several runs; WriteJSON
+//     and WriteHTML a Report: the runs' Setup and their Rows.
 package lab
 
 import "errors"

@@ -73,16 +73,14 @@ func round(x float64, digits int) float64 {
 	return math.Round(x*p) / p
 }
 
-// WriteJSON writes {"runs": rows} to w, indented.
-func WriteJSON(w io.Writer, rows []Row) error {
-	if rows == nil {
-		rows = []Row{}
+// WriteJSON writes rep to w, indented: {"setup": {...}, "runs": [...]}.
+func WriteJSON(w io.Writer, rep Report) error {
+	if rep.Runs == nil {
+		rep.Runs = []Row{}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
-		Runs []Row `json:"runs"`
-	}{rows})
+	return enc.Encode(rep)
 }
 
 // WriteTable writes rows as a table that fits 100 columns: per run, what

@@ -17,7 +17,20 @@ var documented = []string{
 	"strategy", "voucher_id", "instances", "stock", "requests", "accepted", "rejected", "errors", "orders",
 	"distinct_buyers", "duplicate_buyers", "remaining_db", "remaining_redis", "oversold", "lost",
 	"undersold", "stock_drift", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms", "ceiling_rps",
-	"throughput", "latency", // the series behind --html
+	"elapsed_ms", "sold_out_ms", "throughput", "latency", // the series behind --html
+}
+
+// documentedSetup are the keys of the setup in flashsale bench --json.
+var documentedSetup = []string{
+	"mode", "targets", "instances", "redis", "db", "race_window", "stock", "shards", "users", "requests",
+	"double_clicks", "seed", "concurrency", "rate", "machine",
+}
+
+// sampleSetup is the setup of a bench against two running servers.
+func sampleSetup() lab.Setup {
+	return lab.Setup{Mode: lab.ModeTargets, Targets: []string{"http://10.0.0.5:8080", "http://10.0.0.6:8080"}, Instances: 2,
+		Redis: "redis://10.0.0.7:6379/0", DB: "mysql://root:xxxxx@10.0.0.8:3306/flashsale", Stock: 50, Shards: 1, Users: 300,
+		Requests: 900, DoubleClicks: 0.25, Seed: 1, Concurrency: 200, Rate: 0, Machine: lab.Machine()}
 }
 
 func sampleRows() []lab.Row {
@@ -38,17 +51,21 @@ func sampleRows() []lab.Row {
 // is null where a strategy keeps no stock in Redis.
 func TestWriteJSONSchema(t *testing.T) {
 	var buf bytes.Buffer
-	if err := lab.WriteJSON(&buf, sampleRows()); err != nil {
+	if err := lab.WriteJSON(&buf, lab.Report{Setup: sampleSetup(), Runs: sampleRows()}); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Runs []map[string]any `json:"runs"`
+		Setup map[string]any   `json:"setup"`
+		Runs  []map[string]any `json:"runs"`
 	}
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if len(doc.Runs) != 4 {
 		t.Fatalf("%d runs, want 4", len(doc.Runs))
+	}
+	if got, want := slices.Sorted(maps.Keys(doc.Setup)), slices.Sorted(slices.Values(documentedSetup)); !slices.Equal(got, want) {
+		t.Errorf("the setup has keys %v, want %v", got, want)
 	}
 	want := slices.Sorted(slices.Values(documented))
 	for _, run := range doc.Runs {

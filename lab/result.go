@@ -35,8 +35,10 @@ type Result struct {
 	Latency *hdrhistogram.Histogram
 	Elapsed time.Duration
 	// PerSecond counts the answered requests in each second of the run
-	// (series.go).
+	// (series.go); SoldOut is when the first sold_out answer arrived, from
+	// the start (0: none did).
 	PerSecond []int
+	SoldOut   time.Duration
 }
 
 // RPS returns the answered requests per second over the whole run.
@@ -112,7 +114,7 @@ func (r *recorder) add(a answer) {
 		return
 	}
 	_ = r.res.Latency.RecordValue(min(a.latency, latencyMax).Microseconds()) // in range by construction
-	r.countSecond()
+	r.countSecond(a.code)
 	if a.code != "" {
 		r.res.Rejected[a.code]++
 		r.turnedAway[a.user] = true

@@ -115,7 +115,7 @@ func TestSaleAuditsTheDatabase(t *testing.T) {
 	if row.VoucherID != shopVoucher || row.Requests != 60 || row.Accepted != 30 || row.Errors != 20 ||
 		row.Rejected["duplicate_order"] != 10 || row.Orders != 10 || row.DistinctBuyers != 10 || row.Lost != 20 ||
 		row.RemainingDB != 90 || row.StockDrift != 0 || row.Oversold != 0 || row.Undersold != 10 ||
-		row.RemainingRedis != nil || row.CeilingRPS <= 0 {
+		row.RemainingRedis != nil || row.CeilingRPS <= 0 || row.ElapsedMs <= 0 || row.SoldOutMs != nil { // stock was left: no sold_out
 		t.Errorf("row %+v", row)
 	}
 }

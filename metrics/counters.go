@@ -3,13 +3,13 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/idgen"
 )
 
-// WatchConsumer exports the consumer's counters (async.ConsumerStats),
+// WatchConsumer exports the consumer's counters (consume.Stats),
 // read at scrape time.
-func (m *Metrics) WatchConsumer(c *async.Consumer) {
+func (m *Metrics) WatchConsumer(c *consume.Consumer) {
 	m.reg.MustRegister(newCounterSet([]counterSpec{
 		{"flashsale_async_orders_persisted_total", "Orders the consumer inserted into MySQL."},
 		{"flashsale_async_orders_already_present_total", "Orders the consumer found in MySQL already (redeliveries)."},

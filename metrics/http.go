@@ -43,9 +43,9 @@ func (m *Metrics) Middleware(next http.Handler) http.Handler {
 		if route != OrderRoute {
 			return
 		}
-		m.live.Latency(took)
+		id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64) // 0 for a malformed id: not kept per voucher
+		m.live.Latency(id, took)
 		if !n.counted {
-			id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
 			m.countOrder(id, statusOutcome(sw.Status))
 		}
 	})

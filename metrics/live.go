@@ -3,8 +3,6 @@ package metrics
 import (
 	"sync"
 	"time"
-
-	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Live window sizes.
@@ -14,22 +12,23 @@ const (
 	// maxLiveVouchers bounds the vouchers Live counts at once; the Sampler
 	// drops those it no longer watches.
 	maxLiveVouchers = 256
-	// latencyWindow is how many seconds the order route's percentiles
-	// cover.
-	latencyWindow = 60
 )
 
 // Live keeps this instance's recent order outcomes per voucher, one slot
-// per second, and the order route's latency over the last seconds: the
+// per second, and each voucher's order latency over the last minute: the
 // per-second figures the dashboard shows, which Prometheus counters only
 // give after a query. It is safe for concurrent use.
 type Live struct {
 	now func() time.Time
 
 	mu       sync.Mutex
-	vouchers map[int64]*secondsRing
-	lat      *hdrhistogram.WindowedHistogram
-	latSec   int64 // the second lat.Current records
+	vouchers map[int64]*liveVoucher
+}
+
+// liveVoucher is one voucher's recent figures (about 24 kB).
+type liveVoucher struct {
+	seconds secondsRing
+	latency latencyRing
 }
 
 // secondsRing holds one voucher's outcome counts per second.
@@ -40,29 +39,35 @@ type secondsRing [LiveSeconds]struct {
 
 // NewLive returns an empty Live on the clock now.
 func NewLive(now func() time.Time) *Live {
-	return &Live{now: now, vouchers: map[int64]*secondsRing{},
-		lat: hdrhistogram.NewWindowed(latencyWindow, 1, time.Minute.Microseconds(), 2)}
+	return &Live{now: now, vouchers: map[int64]*liveVoucher{}}
+}
+
+// voucher returns the voucher's figures, made on first use; nil for id 0
+// or a voucher past the bound. l.mu must be held.
+func (l *Live) voucher(id int64) *liveVoucher {
+	v := l.vouchers[id]
+	if v == nil && id > 0 && len(l.vouchers) < maxLiveVouchers {
+		v = new(liveVoucher)
+		l.vouchers[id] = v
+	}
+	return v
 }
 
 // Count records one order attempt's outcome for the voucher. Attempts on
 // vouchers past the bound (or id 0) are not kept.
 func (l *Live) Count(voucherID int64, outcome string) {
 	i, ok := outcomeIndex[outcome]
-	if !ok || voucherID <= 0 {
+	if !ok {
 		return
 	}
 	sec := l.now().Unix()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.vouchers[voucherID]
-	if r == nil {
-		if len(l.vouchers) >= maxLiveVouchers {
-			return
-		}
-		r = new(secondsRing)
-		l.vouchers[voucherID] = r
+	v := l.voucher(voucherID)
+	if v == nil {
+		return
 	}
-	s := &r[sec%LiveSeconds]
+	s := &v.seconds[sec%LiveSeconds]
 	if s.sec != sec {
 		s.sec, s.n = sec, [10]uint32{}
 	}
@@ -95,7 +100,10 @@ func (l *Live) Seconds(voucherID int64, n int) []Second {
 	out := make([]Second, 0, n)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.vouchers[voucherID]
+	var r *secondsRing
+	if v := l.vouchers[voucherID]; v != nil {
+		r = &v.seconds
+	}
 	for sec := end - int64(n); sec < end; sec++ {
 		s := Second{Time: sec}
 		if r != nil && r[sec%LiveSeconds].sec == sec {
@@ -115,29 +123,27 @@ func (l *Live) Seconds(voucherID int64, n int) []Second {
 	return out
 }
 
-// Latency records the time one order request took.
-func (l *Live) Latency(d time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.rotate()
-	_ = l.lat.Current.RecordValue(min(d, time.Minute).Microseconds()) // clamped into range
-}
-
-// rotate moves the latency window to the current second.
-func (l *Live) rotate() {
+// Latency records the time one order request for the voucher took.
+// Requests on vouchers past the bound (or id 0) are not kept.
+func (l *Live) Latency(voucherID int64, d time.Duration) {
 	sec := l.now().Unix()
-	for i := l.latSec; i < sec && i < l.latSec+latencyWindow; i++ {
-		l.lat.Rotate()
-	}
-	l.latSec = max(l.latSec, sec)
-}
-
-// Percentiles returns the order route's p50 and p99 in milliseconds over
-// the last latencyWindow seconds, and how many requests they cover.
-func (l *Live) Percentiles() (p50, p99 float64, count int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.rotate()
-	h := l.lat.Merge()
-	return float64(h.ValueAtQuantile(50)) / 1000, float64(h.ValueAtQuantile(99)) / 1000, h.TotalCount()
+	if v := l.voucher(voucherID); v != nil {
+		v.latency.record(sec, d)
+	}
+}
+
+// Percentiles returns the p50 and p99 in milliseconds of the voucher's
+// order requests over the last minute (within 6.25%), and how many
+// requests they cover; 0s without any.
+func (l *Live) Percentiles(voucherID int64) (p50, p99 float64, count int64) {
+	sec := l.now().Unix()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v := l.vouchers[voucherID]
+	if v == nil {
+		return 0, 0, 0
+	}
+	return v.latency.percentiles(sec)
 }

@@ -3,9 +3,9 @@
 //
 // It owns the registry and all Prometheus code: the domain packages know
 // nothing of Prometheus. Metrics wraps their interfaces (Orders wraps a
-// flashsale.OrderService, Persister an async.Persister, Middleware the HTTP
+// flashsale.OrderService, Persister a consume.Persister, Middleware the HTTP
 // handler) and reads the counters they keep anyway (WatchConsumer reads
-// async.Consumer.Stats, WatchIDs idgen.Generator.Stats) at scrape time.
+// consume.Consumer.Stats, WatchIDs idgen.Generator.Stats) at scrape time.
 // Figures that need Redis or MySQL come from a Sampler, which reads them
 // every few seconds for a bounded set of vouchers, never per scrape.
 //

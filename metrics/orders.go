@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/async"
-	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/async/consume"
 )
 
 // Orders returns svc with every PlaceOrder counted in
@@ -38,25 +37,25 @@ func (o *orders) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flas
 // (flashsale_async_batch_size, flashsale_async_persist_duration_seconds)
 // and every failed attempt counted (flashsale_async_consumer_errors_total).
 // A batch short of stock is the consumer's business, not an error.
-func (m *Metrics) Persister(p async.Persister) async.Persister {
+func (m *Metrics) Persister(p consume.Persister) consume.Persister {
 	return &persister{p: p, m: m}
 }
 
 type persister struct {
-	p async.Persister
+	p consume.Persister
 	m *Metrics
 }
 
-var _ async.Persister = (*persister)(nil)
+var _ consume.Persister = (*persister)(nil)
 
-func (p *persister) PersistOrders(ctx context.Context, batch []flashsale.Order) (store.PersistResult, error) {
+func (p *persister) PersistOrders(ctx context.Context, batch []flashsale.Order) (flashsale.PersistResult, error) {
 	start := time.Now()
 	res, err := p.p.PersistOrders(ctx, batch)
 	switch {
 	case err == nil:
 		p.m.persistTime.Observe(time.Since(start).Seconds())
 		p.m.batchSize.Observe(float64(len(batch)))
-	case !errors.Is(err, store.ErrStockShort):
+	case !errors.Is(err, flashsale.ErrStockShort):
 		p.m.persistFails.Inc()
 	}
 	return res, err

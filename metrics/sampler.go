@@ -46,6 +46,7 @@ type Sampler struct {
 	mu      sync.Mutex
 	last    Sample
 	history map[int64][]Point
+	sold    map[int64]time.Time // when each voucher's stock last fell
 }
 
 // Sample is what one pass read.
@@ -82,6 +83,11 @@ type VoucherSample struct {
 	Oversold   int  `json:"oversold"`
 	MySQLDrift int  `json:"mysql_drift"`
 	RedisDrift *int `json:"redis_drift,omitempty"`
+	// LastSold is when a pass last saw the stock fall, in Redis or in
+	// MySQL. A voucher first seen with units sold counts as sold at the
+	// earlier of that pass and its end (they sold by then). Zero while
+	// none has sold.
+	LastSold time.Time `json:"last_sold,omitzero"`
 }
 
 // Point is one sample of a voucher, for its chart.
@@ -104,7 +110,7 @@ func NewSampler(cfg SamplerConfig) *Sampler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Sampler{cfg: cfg, history: map[int64][]Point{}}
+	return &Sampler{cfg: cfg, history: map[int64][]Point{}, sold: map[int64]time.Time{}}
 }
 
 // Run samples every Every until ctx is done.
@@ -150,22 +156,47 @@ func (s *Sampler) Refresh(ctx context.Context) error {
 		s.last.Err = err.Error()
 		return err
 	}
-	s.last = Sample{At: now, Vouchers: vs}
 	keep := make(map[int64]bool, len(vs))
-	for _, v := range vs {
-		keep[v.ID] = true
-		h := append(s.history[v.ID], Point{Time: now.Unix(), RemainingMySQL: v.RemainingMySQL, RemainingRedis: v.RemainingRedis, Backlog: v.Backlog})
-		s.history[v.ID] = h[max(0, len(h)-historyLen):]
+	for i := range vs {
+		keep[vs[i].ID] = true
+		s.track(&vs[i], now)
 	}
+	s.last = Sample{At: now, Vouchers: vs}
 	for id := range s.history {
 		if !keep[id] {
 			delete(s.history, id)
+			delete(s.sold, id)
 		}
 	}
 	if s.cfg.Live != nil {
 		s.cfg.Live.Keep(keep)
 	}
 	return nil
+}
+
+// track appends v's figures to its history and sets v.LastSold. s.mu
+// must be held.
+func (s *Sampler) track(v *VoucherSample, now time.Time) {
+	p := Point{Time: now.Unix(), RemainingMySQL: v.RemainingMySQL, RemainingRedis: v.RemainingRedis, Backlog: v.Backlog}
+	h := s.history[v.ID]
+	switch {
+	case len(h) > 0 && fell(h[len(h)-1], p):
+		s.sold[v.ID] = now
+	case len(h) == 0 && fell(Point{RemainingMySQL: v.Stock, RemainingRedis: &v.Stock}, p):
+		s.sold[v.ID] = now // sold by now, and by the sale's end
+		if v.EndTime.Before(now) {
+			s.sold[v.ID] = v.EndTime
+		}
+	}
+	v.LastSold = s.sold[v.ID]
+	h = append(h, p)
+	s.history[v.ID] = h[max(0, len(h)-historyLen):]
+}
+
+// fell reports whether the stock fell from a to b, in MySQL or in Redis.
+func fell(a, b Point) bool {
+	return b.RemainingMySQL < a.RemainingMySQL ||
+		a.RemainingRedis != nil && b.RemainingRedis != nil && *b.RemainingRedis < *a.RemainingRedis
 }
 
 // sample reads the watched vouchers' figures: Redis first, then MySQL, so

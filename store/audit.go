@@ -5,23 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-)
 
-// Audit is what the tables say about one voucher, for the load lab's
-// verdict and for reconciliation with Redis. Orders counts the orders that
-// hold stock (status created or pending; failed orders gave theirs back).
-// With no oversell and no lost update, Stock == Remaining + Orders and
-// DuplicateBuyers == 0.
-type Audit struct {
-	Stock     int
-	Remaining int
-	Orders    int
-	// DistinctBuyers counts the users with at least one order;
-	// DuplicateBuyers those with more than one (the unique key makes that
-	// impossible, and the audit checks it rather than trusts it).
-	DistinctBuyers  int
-	DuplicateBuyers int
-}
+	"github.com/flashsale/flashsale"
+)
 
 // heldOrders selects the orders that hold stock.
 const heldOrders = "status <> 'failed'"
@@ -29,8 +15,8 @@ const heldOrders = "status <> 'failed'"
 // AuditVoucher computes the voucher's Audit in SQL, in one statement so the
 // figures are from one snapshot. It returns ENotFound when the voucher does
 // not exist.
-func (db *DB) AuditVoucher(ctx context.Context, id int64) (Audit, error) {
-	var a Audit
+func (db *DB) AuditVoucher(ctx context.Context, id int64) (flashsale.Audit, error) {
+	var a flashsale.Audit
 	err := db.r.QueryRowContext(ctx, `SELECT v.stock, v.remaining,
 		(SELECT COUNT(*) FROM orders WHERE voucher_id = v.id AND `+heldOrders+`),
 		(SELECT COUNT(DISTINCT user_id) FROM orders WHERE voucher_id = v.id AND `+heldOrders+`),
@@ -39,10 +25,10 @@ func (db *DB) AuditVoucher(ctx context.Context, id int64) (Audit, error) {
 		FROM vouchers v WHERE v.id = ?`, id, id).
 		Scan(&a.Stock, &a.Remaining, &a.Orders, &a.DistinctBuyers, &a.DuplicateBuyers)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Audit{}, voucherNotFound(id)
+		return flashsale.Audit{}, voucherNotFound(id)
 	}
 	if err != nil {
-		return Audit{}, wrap(fmt.Sprintf("audit voucher %d", id), err)
+		return flashsale.Audit{}, wrap(fmt.Sprintf("audit voucher %d", id), err)
 	}
 	return a, nil
 }

@@ -13,21 +13,14 @@ import (
 )
 
 // SellBatch sells units of one voucher to a batch of buyers in one
-// transaction, first come first served: orders[i] came before orders[i+1].
-// It stores with status created the orders of buyers who have no order for
-// the voucher yet (counting earlier orders of the batch), as long as stock
-// is left, takes that many units from the remaining stock in one
-// conditional decrement, and returns what it did with each order: Inserted
-// (sold), Conflict (the buyer has an order already, or earlier in the
-// batch) or Short (sold out before the buyer's turn). The orders it stores
-// get CreatedAt and UpdatedAt set to now.
-//
-// Every order must be for voucherID and have a positive id. It returns
-// ENotFound when the voucher does not exist. When it returns an error
-// nothing is stored: a batch that raced another writer of the voucher's
-// orders, or lost a lock race, is retried a few times and then returns
-// EBusy; an unreachable database gives EUnavailable.
-func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale.Order) ([]Outcome, error) {
+// transaction, first come first served (orders[i] before orders[i+1]),
+// and returns what it did with each: OutcomeInserted (stored with status
+// created, CreatedAt and UpdatedAt now, a unit taken), OutcomeConflict (the
+// buyer has an order already, or earlier in the batch) or OutcomeShort
+// (sold out before the buyer's turn). Every order must be for voucherID and
+// have a positive id. On an error nothing is stored: ENotFound for no such
+// voucher, EBusy after losing races a few times (DESIGN.md), EUnavailable.
+func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale.Order) ([]flashsale.Outcome, error) {
 	for _, o := range orders {
 		if o.ID <= 0 || o.VoucherID != voucherID {
 			return nil, flashsale.Errorf(flashsale.EInvalid, "order %d for voucher %d is not a new order for voucher %d", o.ID, o.VoucherID, voucherID)
@@ -36,7 +29,7 @@ func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale
 	if len(orders) == 0 {
 		return nil, nil
 	}
-	var sales []Outcome
+	var sales []flashsale.Outcome
 	t := now()
 	err := db.txRetrying(ctx, func(tx *Tx) error {
 		var err error
@@ -47,7 +40,7 @@ func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale
 		return nil, err
 	}
 	for i := range orders {
-		if sales[i] == Inserted {
+		if sales[i] == flashsale.OutcomeInserted {
 			orders[i].Status, orders[i].Quantity = flashsale.StatusCreated, orders[i].Units()
 			if !orders[i].PayBy.IsZero() {
 				orders[i].Status = flashsale.StatusAwaitingPayment
@@ -68,7 +61,7 @@ func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale
 // before. A writer that inserts orders without that lock (the async
 // consumer) is caught by the insert: a row it ignores fails the attempt
 // with errRaced.
-func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, orders []flashsale.Order, t time.Time) ([]Outcome, error) {
+func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, orders []flashsale.Order, t time.Time) ([]flashsale.Outcome, error) {
 	left, err := tx.lockRemaining(ctx, dialect, voucherID)
 	if err != nil {
 		return nil, err
@@ -77,16 +70,16 @@ func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, or
 	if err != nil {
 		return nil, err
 	}
-	sales := make([]Outcome, len(orders))
+	sales := make([]flashsale.Outcome, len(orders))
 	var sold []flashsale.Order
 	for i, o := range orders {
 		switch {
 		case !room.fits(o):
-			sales[i] = Conflict
+			sales[i] = flashsale.OutcomeConflict
 		case o.Units() > left:
-			sales[i] = Short
+			sales[i] = flashsale.OutcomeShort
 		default:
-			sales[i] = Inserted
+			sales[i] = flashsale.OutcomeInserted
 			room.take(o)
 			left -= o.Units()
 			o.CreatedAt, o.UpdatedAt = t, t

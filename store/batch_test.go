@@ -11,7 +11,7 @@ import (
 
 // sellBatch runs SellBatch on a fresh copy of orders, failing the test on
 // error, and returns the sales and the orders as SellBatch left them.
-func sellBatch(t testing.TB, db *DB, voucherID int64, orders []flashsale.Order) ([]Outcome, []flashsale.Order) {
+func sellBatch(t testing.TB, db *DB, voucherID int64, orders []flashsale.Order) ([]flashsale.Outcome, []flashsale.Order) {
 	t.Helper()
 	orders = slices.Clone(orders)
 	sales, err := db.SellBatch(context.Background(), voucherID, orders)
@@ -28,21 +28,21 @@ func TestSellBatchFirstComeAndConflicts(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, db *DB) {
 		createVoucher(t, db, 1, 4)
 		sales, _ := sellBatch(t, db, 1, batch(1, 7))
-		if !slices.Equal(sales, []Outcome{Inserted}) {
+		if !slices.Equal(sales, []flashsale.Outcome{flashsale.OutcomeInserted}) {
 			t.Fatalf("first batch: %v, want [inserted]", sales)
 		}
 		// Left: 3. User 7 bought before; user 2 comes twice.
 		orders := batch(1, 1, 7, 2, 3, 2, 4, 5)
 		orders[4].ID = 9002
 		sales, stored := sellBatch(t, db, 1, orders)
-		want := []Outcome{Inserted, Conflict, Inserted, Inserted, Conflict, Short, Short}
+		want := []flashsale.Outcome{flashsale.OutcomeInserted, flashsale.OutcomeConflict, flashsale.OutcomeInserted, flashsale.OutcomeInserted, flashsale.OutcomeConflict, flashsale.OutcomeShort, flashsale.OutcomeShort}
 		if !slices.Equal(sales, want) {
 			t.Fatalf("over-asking batch: %v, want %v", sales, want)
 		}
 		wantRemaining(t, db, 1, 0)
 		wantOrders(t, db, 1, 1001, 1002, 1003, 1007)
 		for i, s := range sales {
-			if (s == Inserted) != (stored[i].Status == flashsale.StatusCreated && !stored[i].CreatedAt.IsZero()) {
+			if (s == flashsale.OutcomeInserted) != (stored[i].Status == flashsale.StatusCreated && !stored[i].CreatedAt.IsZero()) {
 				t.Errorf("order %d (%v) left as %+v", stored[i].ID, s, stored[i])
 			}
 		}
@@ -52,7 +52,7 @@ func TestSellBatchFirstComeAndConflicts(t *testing.T) {
 		}
 		// Inserted out: only new buyers are short, repeats stay repeats.
 		sales, _ = sellBatch(t, db, 1, []flashsale.Order{{ID: 5001, VoucherID: 1, UserID: 1}, {ID: 5002, VoucherID: 1, UserID: 9}})
-		if !slices.Equal(sales, []Outcome{Conflict, Short}) {
+		if !slices.Equal(sales, []flashsale.Outcome{flashsale.OutcomeConflict, flashsale.OutcomeShort}) {
 			t.Fatalf("sold-out batch: %v, want [conflict short]", sales)
 		}
 		wantAudit(t, db, 1, 4, 0)
@@ -108,7 +108,7 @@ func TestSellBatchConcurrentBatches(t *testing.T) {
 					}
 					mu.Lock()
 					for i, s := range sales {
-						if s == Inserted {
+						if s == flashsale.OutcomeInserted {
 							sold[orders[i].UserID]++
 						}
 					}

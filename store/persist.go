@@ -12,49 +12,9 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// Outcome is what PersistOrders or SellBatch did with one order.
-type Outcome uint8
-
-// Outcomes of PersistOrders.
-const (
-	// Inserted: the order was stored now, with status created.
-	Inserted Outcome = iota + 1
-	// AlreadyPresent: an order with the same id was stored before (or
-	// earlier in the same batch): a redelivery.
-	AlreadyPresent
-	// Conflict: another order id already holds the same voucher and user
-	// (stored before or earlier in the same batch).
-	Conflict
-	// Short: the stock ran out before the order's turn (SellBatch only).
-	Short
-)
-
-// String returns the outcome's name.
-func (o Outcome) String() string {
-	switch o {
-	case Inserted:
-		return "inserted"
-	case AlreadyPresent:
-		return "already present"
-	case Conflict:
-		return "conflict"
-	case Short:
-		return "short"
-	}
-	return fmt.Sprintf("Outcome(%d)", uint8(o))
-}
-
-// PersistResult tells what PersistOrders did with each order.
-type PersistResult struct {
-	// Outcomes[i] is the outcome of the batch's orders[i].
-	Outcomes []Outcome
-	// Counts of each outcome.
-	Inserted, AlreadyPresent, Conflicts int
-}
-
 // StockShortError is returned by PersistOrders when a voucher has less stock
 // than the batch's new orders take from it (or does not exist). It wraps
-// ErrStockShort.
+// flashsale.ErrStockShort.
 type StockShortError struct {
 	VoucherID int64
 	Remaining int // 0 when the voucher does not exist
@@ -70,8 +30,8 @@ func (e *StockShortError) Error() string {
 	return fmt.Sprintf("store: stock short: voucher %d has %d left, the batch needs %d", e.VoucherID, e.Remaining, e.Needed)
 }
 
-// Unwrap returns ErrStockShort.
-func (e *StockShortError) Unwrap() error { return ErrStockShort }
+// Unwrap returns flashsale.ErrStockShort.
+func (e *StockShortError) Unwrap() error { return flashsale.ErrStockShort }
 
 // persistChunk bounds the rows of one statement, well under the placeholder
 // limits of both dialects (65535 in MySQL, 32766 in SQLite).
@@ -84,33 +44,28 @@ const persistAttempts = 3
 // between the lookup and the insert; the batch is retried.
 var errRaced = errors.New("store: batch raced another writer")
 
-// PersistOrders stores a batch of orders the Redis gate accepted, for the
-// async pipeline's consumer. In one transaction it inserts, with status
-// created, the orders whose id and whose voucher and user are not stored
-// yet, as multi-row inserts that ignore rows already present, and then
-// takes from each voucher's remaining stock the number of orders inserted
-// for it, only if that much is left. It is idempotent: the same batch again
-// inserts and decrements nothing.
-//
-// An order keeps its CreatedAt (when the gate accepted it) if set; otherwise
-// it is stamped now. When a voucher's stock is short (MySQL has less than
-// the Redis gate believed) nothing is stored and the error is a
-// *StockShortError wrapping ErrStockShort: retry in smaller batches to find
-// the orders that fit. A batch that races another writer of the same orders
-// is retried a few times; when it keeps losing, the error has code EBusy.
-func (db *DB) PersistOrders(ctx context.Context, orders []flashsale.Order) (PersistResult, error) {
+// PersistOrders stores a batch of orders the Redis gate accepted, all or
+// nothing, and idempotently: an order whose id is stored already is
+// OutcomeAlreadyPresent, one whose voucher and user hold another order
+// OutcomeConflict, and the rest are inserted with status created (keeping
+// CreatedAt if set, else now), each taking a unit of its voucher's stock.
+// When a voucher has too little stock nothing is stored and the error is a
+// *StockShortError wrapping flashsale.ErrStockShort (retry in smaller
+// batches); a batch that keeps racing another writer gets EBusy. How:
+// DESIGN.md.
+func (db *DB) PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error) {
 	for i := range orders {
 		if orders[i].ID <= 0 {
-			return PersistResult{}, flashsale.Errorf(flashsale.EInvalid, "order id must be positive, got %d", orders[i].ID)
+			return flashsale.PersistResult{}, flashsale.Errorf(flashsale.EInvalid, "order id must be positive, got %d", orders[i].ID)
 		}
 	}
 	if len(orders) == 0 {
-		return PersistResult{}, nil
+		return flashsale.PersistResult{}, nil
 	}
 	// Most batches hold only new orders: try them as such first, which
 	// spares the lookup of stored orders (two index probes per order);
 	// a batch that is not, or that lost a lock race, goes the long way.
-	var res PersistResult
+	var res flashsale.PersistResult
 	err := db.Tx(ctx, func(tx *Tx) error {
 		var err error
 		res, err = tx.persistNew(ctx, db.dialect, orders)
@@ -125,7 +80,7 @@ func (db *DB) PersistOrders(ctx context.Context, orders []flashsale.Order) (Pers
 		return err
 	})
 	if err != nil {
-		return PersistResult{}, err
+		return flashsale.PersistResult{}, err
 	}
 	return res, nil
 }
@@ -159,24 +114,24 @@ var errNotAllNew = errors.New("store: the batch is not all new orders")
 // inserts them all, takes their stock and adds their buyers' units, or
 // returns errNotAllNew when some row was not inserted or some buyer would
 // pass the limit (the caller rolls tx back).
-func (tx *Tx) persistNew(ctx context.Context, dialect string, orders []flashsale.Order) (PersistResult, error) {
+func (tx *Tx) persistNew(ctx context.Context, dialect string, orders []flashsale.Order) (flashsale.PersistResult, error) {
 	sorted := slices.SortedFunc(slices.Values(orders), func(a, b flashsale.Order) int { return cmp.Compare(a.ID, b.ID) })
 	err := tx.insertNewOrders(ctx, dialect, sorted)
 	if errors.Is(err, errRaced) {
-		return PersistResult{}, fmt.Errorf("%w: %w", errNotAllNew, err)
+		return flashsale.PersistResult{}, fmt.Errorf("%w: %w", errNotAllNew, err)
 	}
 	if err != nil {
-		return PersistResult{}, err
+		return flashsale.PersistResult{}, err
 	}
 	if err := tx.takeStockAndUnits(ctx, orders); err != nil {
 		if errors.Is(err, errOverLimit) {
-			return PersistResult{}, fmt.Errorf("%w: %w", errNotAllNew, err)
+			return flashsale.PersistResult{}, fmt.Errorf("%w: %w", errNotAllNew, err)
 		}
-		return PersistResult{}, err
+		return flashsale.PersistResult{}, err
 	}
-	res := PersistResult{Outcomes: make([]Outcome, len(orders)), Inserted: len(orders)}
+	res := flashsale.PersistResult{Outcomes: make([]flashsale.Outcome, len(orders)), Inserted: len(orders)}
 	for i := range res.Outcomes {
-		res.Outcomes[i] = Inserted
+		res.Outcomes[i] = flashsale.OutcomeInserted
 	}
 	return res, nil
 }
@@ -207,27 +162,27 @@ func (tx *Tx) takeStockAndUnits(ctx context.Context, orders []flashsale.Order) e
 type pair struct{ voucher, user int64 }
 
 // persist runs one attempt of PersistOrders inside tx.
-func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Order) (PersistResult, error) {
+func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Order) (flashsale.PersistResult, error) {
 	ids, err := tx.storedIDs(ctx, orders)
 	if err != nil {
-		return PersistResult{}, err
+		return flashsale.PersistResult{}, err
 	}
 	room, err := tx.buyerRoom(ctx, orders)
 	if err != nil {
-		return PersistResult{}, err
+		return flashsale.PersistResult{}, err
 	}
-	res := PersistResult{Outcomes: make([]Outcome, len(orders))}
+	res := flashsale.PersistResult{Outcomes: make([]flashsale.Outcome, len(orders))}
 	var fresh []flashsale.Order
 	for i, o := range orders {
 		switch {
 		case ids[o.ID]:
-			res.Outcomes[i] = AlreadyPresent
+			res.Outcomes[i] = flashsale.OutcomeAlreadyPresent
 			res.AlreadyPresent++
 		case !room.fits(o):
-			res.Outcomes[i] = Conflict
+			res.Outcomes[i] = flashsale.OutcomeConflict
 			res.Conflicts++
 		default:
-			res.Outcomes[i] = Inserted
+			res.Outcomes[i] = flashsale.OutcomeInserted
 			res.Inserted++
 			ids[o.ID] = true // later duplicates in the batch
 			room.take(o)
@@ -237,7 +192,7 @@ func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Or
 	// One lock order for every writer: rows by id, vouchers by id, buyers.
 	slices.SortFunc(fresh, func(a, b flashsale.Order) int { return cmp.Compare(a.ID, b.ID) })
 	if err := tx.insertNewOrders(ctx, dialect, fresh); err != nil {
-		return PersistResult{}, err
+		return flashsale.PersistResult{}, err
 	}
 	if len(fresh) == 0 {
 		return res, nil
@@ -245,7 +200,7 @@ func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Or
 	err = tx.takeStockAndUnits(ctx, fresh)
 	if errors.Is(err, errOverLimit) {
 		// A buyer's units grew since buyerRoom read them: look again.
-		return PersistResult{}, fmt.Errorf("%w: %w", errRaced, err)
+		return flashsale.PersistResult{}, fmt.Errorf("%w: %w", errRaced, err)
 	}
 	return res, err
 }

@@ -22,7 +22,7 @@ func batch(voucherID int64, users ...int64) []flashsale.Order {
 }
 
 // persist runs PersistOrders, failing the test on error.
-func persist(t testing.TB, db *DB, orders []flashsale.Order) PersistResult {
+func persist(t testing.TB, db *DB, orders []flashsale.Order) flashsale.PersistResult {
 	t.Helper()
 	res, err := db.PersistOrders(context.Background(), orders)
 	if err != nil {
@@ -33,14 +33,14 @@ func persist(t testing.TB, db *DB, orders []flashsale.Order) PersistResult {
 
 // wantResult fails the test unless res has the outcomes, and counts that
 // agree with them.
-func wantResult(t testing.TB, res PersistResult, want ...Outcome) {
+func wantResult(t testing.TB, res flashsale.PersistResult, want ...flashsale.Outcome) {
 	t.Helper()
-	counts := map[Outcome]int{}
+	counts := map[flashsale.Outcome]int{}
 	for _, o := range want {
 		counts[o]++
 	}
-	if !slices.Equal(res.Outcomes, want) || res.Inserted != counts[Inserted] ||
-		res.AlreadyPresent != counts[AlreadyPresent] || res.Conflicts != counts[Conflict] {
+	if !slices.Equal(res.Outcomes, want) || res.Inserted != counts[flashsale.OutcomeInserted] ||
+		res.AlreadyPresent != counts[flashsale.OutcomeAlreadyPresent] || res.Conflicts != counts[flashsale.OutcomeConflict] {
 		t.Fatalf("PersistOrders = %+v, want outcomes %v", res, want)
 	}
 }
@@ -58,8 +58,8 @@ func TestPersistOrdersIdempotent(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, db *DB) {
 		createVoucher(t, db, 1, 10)
 		orders := batch(1, 1, 2, 3, 4, 5)
-		wantResult(t, persist(t, db, orders), Inserted, Inserted, Inserted, Inserted, Inserted)
-		wantResult(t, persist(t, db, orders), AlreadyPresent, AlreadyPresent, AlreadyPresent, AlreadyPresent, AlreadyPresent)
+		wantResult(t, persist(t, db, orders), flashsale.OutcomeInserted, flashsale.OutcomeInserted, flashsale.OutcomeInserted, flashsale.OutcomeInserted, flashsale.OutcomeInserted)
+		wantResult(t, persist(t, db, orders), flashsale.OutcomeAlreadyPresent, flashsale.OutcomeAlreadyPresent, flashsale.OutcomeAlreadyPresent, flashsale.OutcomeAlreadyPresent, flashsale.OutcomeAlreadyPresent)
 		wantRemaining(t, db, 1, 5)
 		wantOrders(t, db, 1, 1001, 1002, 1003, 1004, 1005)
 		o, err := db.FindOrder(t.Context(), 1003)
@@ -81,7 +81,7 @@ func TestPersistOrdersPartialOverlap(t *testing.T) {
 			{ID: 9003, VoucherID: 1, UserID: 3}, // user 3 took 1003 just above
 			{ID: 1004, VoucherID: 1, UserID: 4}, // new
 		}
-		wantResult(t, persist(t, db, orders), AlreadyPresent, Conflict, Inserted, AlreadyPresent, Conflict, Inserted)
+		wantResult(t, persist(t, db, orders), flashsale.OutcomeAlreadyPresent, flashsale.OutcomeConflict, flashsale.OutcomeInserted, flashsale.OutcomeAlreadyPresent, flashsale.OutcomeConflict, flashsale.OutcomeInserted)
 		wantRemaining(t, db, 1, 6)
 		wantOrders(t, db, 1, 1001, 1002, 1003, 1004)
 	})
@@ -125,7 +125,7 @@ func TestPersistOrdersStockShort(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				_, err := db.PersistOrders(t.Context(), tt.orders)
 				short, ok := errors.AsType[*StockShortError](err)
-				if !errors.Is(err, ErrStockShort) || !ok || *short != tt.short {
+				if !errors.Is(err, flashsale.ErrStockShort) || !ok || *short != tt.short {
 					t.Fatalf("PersistOrders = %v; want %+v", err, tt.short)
 				}
 				wantRemaining(t, db, 1, 3)
@@ -135,7 +135,7 @@ func TestPersistOrdersStockShort(t *testing.T) {
 			})
 		}
 		// The orders that fit still go in once the batch is split.
-		wantResult(t, persist(t, db, batch(1, 1, 2, 3)), Inserted, Inserted, Inserted)
+		wantResult(t, persist(t, db, batch(1, 1, 2, 3)), flashsale.OutcomeInserted, flashsale.OutcomeInserted, flashsale.OutcomeInserted)
 		wantRemaining(t, db, 1, 0)
 	})
 }
@@ -158,7 +158,7 @@ func TestPersistOrdersLargeBatch(t *testing.T) {
 			t.Fatalf("second run: already present %d, want %d", res.AlreadyPresent, n)
 		}
 		a, err := db.AuditVoucher(t.Context(), 1)
-		if want := (Audit{Stock: n + 5, Remaining: 5, Orders: n, DistinctBuyers: n}); err != nil || a != want {
+		if want := (flashsale.Audit{Stock: n + 5, Remaining: 5, Orders: n, DistinctBuyers: n}); err != nil || a != want {
 			t.Errorf("AuditVoucher = %+v, %v; want %+v", a, err, want)
 		}
 	})
@@ -206,7 +206,7 @@ func TestPersistOrdersConcurrentRedelivery(t *testing.T) {
 			users[i] = int64(i + 1)
 		}
 		orders := batch(1, users...)
-		results := make([]PersistResult, consumers)
+		results := make([]flashsale.PersistResult, consumers)
 		errs := make([]error, consumers)
 		var wg sync.WaitGroup
 		for i := range consumers {
@@ -257,7 +257,7 @@ func TestPersistOrdersRacesUncommittedWriter(t *testing.T) {
 	}()
 	<-inserted
 	type result struct {
-		res PersistResult
+		res flashsale.PersistResult
 		err error
 	}
 	done := make(chan result, 1)
@@ -274,7 +274,7 @@ func TestPersistOrdersRacesUncommittedWriter(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	wantResult(t, r.res, AlreadyPresent, AlreadyPresent, AlreadyPresent)
+	wantResult(t, r.res, flashsale.OutcomeAlreadyPresent, flashsale.OutcomeAlreadyPresent, flashsale.OutcomeAlreadyPresent)
 	wantRemaining(t, db, 1, 7)
 }
 

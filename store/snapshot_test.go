@@ -35,7 +35,7 @@ func TestPersistOrdersRetriesASnapshotConflict(t *testing.T) {
 	}()
 	<-locked
 	done := make(chan error, 1)
-	var res PersistResult
+	var res flashsale.PersistResult
 	go func() {
 		var err error
 		res, err = db.PersistOrders(context.Background(), batch(1, 2)) // another user: no overlap

@@ -27,9 +27,6 @@ import (
 var (
 	// ErrBadURL is wrapped by Open for a URL it does not understand.
 	ErrBadURL = errors.New("store: bad database URL")
-	// ErrStockShort is wrapped by PersistOrders when a voucher has less
-	// stock left than the batch takes from it.
-	ErrStockShort = errors.New("store: stock short")
 	// ErrDuplicateID is wrapped by CreateVoucher when the ID is taken.
 	ErrDuplicateID = errors.New("store: duplicate id")
 )
@@ -71,30 +68,11 @@ var (
 )
 
 // Open connects to the database at url, checks it is reachable and applies
-// pending migrations. It accepts:
-//
-//	mysql://user:pass@host:port/name[?params]
-//	sqlite:///absolute/path/file.db
-//	sqlite://relative/path/file.db
-//	sqlite::memory:
-//
-// A MySQL database must exist already; Open creates the tables, not the
-// database. MySQL params are go-sql-driver DSN parameters (tls, timeout,
-// interpolateParams, …) plus the pool sizes max_open_conns (default 40, at
-// least 2), max_idle_conns (default max_open_conns) and conn_max_lifetime
-// (default 30m). parseTime, loc=UTC and clientFoundRows are always set, and
-// interpolateParams defaults to true: one round trip per statement instead
-// of a prepare and an execute.
-//
-// SQLite files run in WAL mode with one writer connection, which every write
-// and transaction shares (SQLite allows one writer at a time; queueing in
-// Go's pool is fairer and faster than SQLite's busy-sleep retries), and four
-// query-only reader connections. With sqlite::memory: one connection does
-// everything. See Tx for what that means inside a transaction.
-//
-// Several processes may Open one MySQL database at once: the migrations are
-// serialised by a MySQL named lock. SQLite Opens are serialised within the
-// process; a SQLite file is meant for one process.
+// pending migrations. It accepts mysql://user:pass@host:port/name[?params]
+// (the database must exist), sqlite:///absolute/path/file.db,
+// sqlite://relative/path/file.db and sqlite::memory:. Several processes
+// may Open one MySQL database at once. The params, pools and SQLite's
+// connections: DESIGN.md.
 func Open(ctx context.Context, url string) (*DB, error) {
 	c, err := parseURL(url)
 	if err != nil {
@@ -178,13 +156,8 @@ func (db *DB) Dialect() string { return db.dialect }
 
 // Tx runs fn in a transaction. It commits when fn returns nil, and rolls
 // back when fn returns an error (which Tx returns unchanged) or panics (the
-// panic goes on after the rollback). On SQLite the transaction takes the
-// write lock at BEGIN.
-//
-// Inside fn use tx, not db. On SQLite every write and transaction shares one
-// connection, so a DB write called from fn waits for it until its context
-// ends (on sqlite::memory: any DB call does). Keep fn short: it holds a
-// connection and, once it has written, row locks.
+// panic goes on after the rollback). Inside fn use tx, not db, and keep fn
+// short (on SQLite a db call from fn waits for it: DESIGN.md).
 func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	sqlTx, err := db.writer.BeginTx(ctx, nil)
 	if err != nil {

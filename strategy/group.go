@@ -137,10 +137,10 @@ func (g *group) commit(batch []*request) {
 			continue
 		}
 		switch sales[i] {
-		case store.Inserted:
+		case flashsale.OutcomeInserted:
 			*r.order = orders[i]
 			r.done <- nil
-		case store.Conflict:
+		case flashsale.OutcomeConflict:
 			r.done <- g.overLimit(ctx, r.order)
 		default:
 			r.done <- soldOut()

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -93,11 +92,11 @@ func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *bac
 		b.closers = append(b.closers, watchEvictionPolicy(b.redis, log))
 	}
 	if b.dbURL == "" {
-		dir, err := os.MkdirTemp("", "flashsale-")
+		dir, remove, err := makeScratch()
 		if err != nil {
 			return nil, err
 		}
-		b.closers = append(b.closers, func() { os.RemoveAll(dir) })
+		b.closers = append(b.closers, remove)
 		b.dbURL = "sqlite://" + filepath.Join(dir, "flashsale.db")
 		log.Warn("no --db given: using an embedded SQLite database, for trying things out only", "path", filepath.Join(dir, "flashsale.db"))
 	}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -81,10 +80,14 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 
 // registerOutput registers the flags of what is written: --json, --wide.
 func (c *benchConfig) registerOutput(fs *flag.FlagSet) {
-	fs.StringVar(&c.jsonPath, "json", "", "also write the runs as JSON to this file")
-	fs.BoolVar(&c.wide, "wide", false, "print every column of the table (about 230 characters wide), not the ones that fit 100")
+	fs.StringVar(&c.jsonPath, "json", "", "also write the setup and the runs as JSON to this file")
+	fs.BoolVar(&c.wide, "wide", false, fmt.Sprintf("print every column of the table (about %d characters wide, the refusals by code last), not the ones that fit 100", wideColumns))
 	registerHTML(fs, c)
 }
+
+// wideColumns is about how wide --wide's table is: the demo's measured 253
+// (TestDemoWide keeps it within wideSlack).
+const wideColumns = 250
 
 // strategyList returns the --strategy names.
 func (c *benchConfig) strategyList() []string {
@@ -134,15 +137,7 @@ func (c *benchConfig) validate() error {
 		return err
 	}
 	if c.targets != "" {
-		switch {
-		case len(names) != 1:
-			return errors.New("with --target, --strategy is the one label of the running servers' strategy")
-		case c.jwtSecret == (jwtSecretFlags{}) || c.adminToken == "":
-			return errors.New("with --target, --jwt-secret and --admin-token of those servers are required")
-		case c.backends.Embedded():
-			return errors.New("with --target, --redis and --db (and --redis-prefix, if not the default) of those servers are required: the audit reads them")
-		}
-		return nil
+		return c.validateTarget(names)
 	}
 	if c.instances < 1 {
 		return errors.New("--instances must be at least 1")
@@ -154,6 +149,38 @@ func (c *benchConfig) validate() error {
 	}
 	return nil
 }
+
+// validateTarget checks that --target comes with what bench needs of the
+// running servers, and names all that is missing in one error.
+func (c *benchConfig) validateTarget(names []string) error {
+	var missing []string
+	if len(names) != 1 {
+		missing = append(missing, "--strategy with one label (the servers' strategy)")
+	}
+	if c.jwtSecret == (jwtSecretFlags{}) {
+		missing = append(missing, "--jwt-secret or --jwt-secret-file (to mint buyer tokens)")
+	}
+	if c.adminToken == "" {
+		missing = append(missing, "--admin-token (to create the voucher)")
+	}
+	if c.backends.redis == "" {
+		missing = append(missing, "--redis")
+	}
+	if c.backends.db == "" {
+		missing = append(missing, "--db")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("with --target, give the running servers' settings; missing: %s (the audit reads their Redis and database; give --redis-prefix too if theirs is not the default)",
+		strings.Join(missing, ", "))
+}
+
+// targetExample is a whole bench --target command line, for help bench.
+const targetExample = `  flashsale bench --target http://127.0.0.1:8080,http://127.0.0.1:8081 \
+    --strategy async --jwt-secret-file jwt.secret --admin-token ADMIN \
+    --redis redis://127.0.0.1:6379/0 --redis-prefix flashsale: \
+    --db mysql://root@127.0.0.1:3306/flashsale`
 
 func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	var cfg benchConfig
@@ -168,7 +195,9 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 			"voucher, sends --requests order attempts of --users buyers (some double clicks), audits MySQL and Redis " +
 			"(oversold, duplicate buyers, lost orders, undersold stock, stock drift), measures the same requests on " +
 			"GET /healthz, closed loop, as the ceiling, and prints one row per strategy. Exits non-zero when requests got no usable answer " +
-			"or a run could not be completed; a strategy that oversells is what the table is for, not a failure.",
+			"or a run could not be completed; a strategy that oversells is what the table is for, not a failure.\n\n" +
+			"Against running servers, give their strategy (the row's label), JWT secret, admin token, Redis, key prefix and database:\n\n" +
+			targetExample,
 		FlagSet: fs,
 		Options: envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
@@ -194,7 +223,8 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 	}
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, nil))
-	rows, err := benchRuns(ctx, cfg, logDir, log, stdout, stderr)
+	rep, err := benchRuns(ctx, cfg, logDir, log, stdout, stderr)
+	rows := rep.Runs
 	if len(rows) > 0 {
 		fmt.Fprintln(stdout)
 		write := lab.WriteTable
@@ -209,14 +239,7 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 			say(stdout, v)
 		}
 	}
-	if cfg.jsonPath != "" {
-		if werr := writeJSONFile(cfg.jsonPath, rows); werr != nil {
-			err = errors.Join(err, werr)
-		} else {
-			fmt.Fprintf(stdout, "wrote %s\n", cfg.jsonPath)
-		}
-	}
-	err = errors.Join(err, writeHTML(cfg, rows, stdout))
+	err = errors.Join(err, writeReport(cfg.jsonPath, "--json", rep, lab.WriteJSON, stdout), writeReport(cfg.htmlPath, "--html", rep, lab.WriteHTML, stdout))
 	if err != nil {
 		log.Error("bench failed", "err", err)
 		fmt.Fprintf(stderr, "flashsale bench: logs kept in %s: %s\n", logDir, strings.Join(logNames(logDir), ", "))
@@ -227,15 +250,16 @@ func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([
 }
 
 // benchRuns opens the backends and runs each strategy on fresh instances.
-func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Logger, stdout, stderr io.Writer) ([]lab.Row, error) {
+func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Logger, stdout, stderr io.Writer) (rep lab.Report, _ error) {
+	rep.Setup = cfg.setup()
 	b, err := openBackends(ctx, cfg.backends, log)
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	defer b.Close()
 	secret, err := cfg.jwtSecret.value()
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	admin := cfg.adminToken
 	if cfg.targets == "" {
@@ -243,12 +267,21 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 	}
 	authn, err := auth.New(secret, admin)
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	fl := &fleets{cfg: cfg, b: b, logDir: logDir, secret: secret, admin: admin}
+	rep.Setup.Mode, rep.Setup.Redis, rep.Setup.DB = fl.mode(), fl.redis(), fl.db()
 	say(stdout, fl.describe())
-	say(stdout, describeLoad(cfg))
+	say(stdout, describeLoad(rep.Setup))
 	say(stdout, lab.CeilingNote())
+	rep.Runs, err = fl.runAll(ctx, authn, log, stderr)
+	return rep, err
+}
+
+// runAll runs each strategy's sale on fresh instances and returns a row
+// per run that is worth showing, with the errors that make the bench fail.
+func (fl *fleets) runAll(ctx context.Context, authn *auth.Authenticator, log *slog.Logger, stderr io.Writer) ([]lab.Row, error) {
+	cfg, b, admin := fl.cfg, fl.b, fl.admin
 	var (
 		rows []lab.Row
 		errs []error
@@ -292,22 +325,25 @@ func logNames(dir string) []string {
 	return names
 }
 
-// describeLoad says what load each run gets.
-func describeLoad(cfg benchConfig) string {
-	model := fmt.Sprintf("closed model, %d in flight", cfg.concurrency)
-	if cfg.rate > 0 {
-		model = fmt.Sprintf("open model, %g requests/s (at most %d in flight), latency from the scheduled send time", cfg.rate, cfg.concurrency)
+// setup is what cfg says of how the runs are made; the mode and the
+// backends are the fleets' (benchRuns).
+func (c benchConfig) setup() lab.Setup {
+	s := lab.Setup{Targets: c.targetList(), Instances: c.instances, RaceWindow: c.raceWindow.String(),
+		Stock: c.stock, Shards: max(c.shards, 1), Users: c.users, Requests: c.requests, DoubleClicks: c.doubles, Seed: c.seed,
+		Concurrency: c.concurrency, Rate: c.rate, Machine: lab.Machine()}
+	if c.targets != "" {
+		s.Instances, s.RaceWindow = len(s.Targets), "" // the running servers' own
 	}
-	window := ", race window " + cfg.raceWindow.String()
-	if cfg.targets != "" {
-		window = "" // the running servers' own
-	}
-	return fmt.Sprintf("load: stock %d, %d buyers, %d order attempts (double-click chance %g), %s%s; machine %s/%s, %d CPUs",
-		cfg.stock, cfg.users, cfg.requests, cfg.doubles, model, window, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	return s
 }
 
-func writeJSONFile(path string, rows []lab.Row) error {
-	return writeRows(path, rows, lab.WriteJSON)
+// describeLoad says what load each run gets.
+func describeLoad(s lab.Setup) string {
+	window := ""
+	if s.RaceWindow != "" {
+		window = ", race window " + s.RaceWindow
+	}
+	return fmt.Sprintf("load: %s, %s%s; machine %s", s.Sale(), s.Model(), window, s.Machine)
 }
 
 // randomHex returns n random bytes in hex.

@@ -109,9 +109,13 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"too few requests", []string{"--users", "100", "--requests", "50"}, "must be at least --users"},
 		{"one in flight", []string{"--concurrency", "1"}, "at least 2"},
 		{"no instances", []string{"--instances", "0"}, "--instances must be at least 1"},
-		{"targets without secrets", []string{"--target", "http://127.0.0.1:1", "--strategy", "naive"}, "--jwt-secret and --admin-token"},
-		{"targets with two labels", []string{"--target", "http://127.0.0.1:1", "--strategy", "naive,mutex"}, "one label"},
-		{"targets without backends", []string{"--target", "http://127.0.0.1:1", "--strategy", "naive", "--jwt-secret", "s", "--admin-token", "a"}, "--redis and --db"},
+		{"targets with nothing else: all that is missing at once", []string{"--target", "http://127.0.0.1:1"},
+			"missing: --strategy with one label (the servers' strategy), --jwt-secret or --jwt-secret-file (to mint buyer tokens), --admin-token (to create the voucher), --redis, --db (the audit"},
+		{"targets without secrets", []string{"--target", "http://127.0.0.1:1", "--strategy", "naive"},
+			"missing: --jwt-secret or --jwt-secret-file (to mint buyer tokens), --admin-token (to create the voucher), --redis, --db ("},
+		{"targets with two labels", []string{"--target", "http://127.0.0.1:1", "--strategy", "naive,mutex", "--jwt-secret", "s", "--admin-token", "a",
+			"--redis", "redis://127.0.0.1:1/0", "--db", "mysql://root@127.0.0.1:1/x"}, "missing: --strategy with one label (the servers' strategy) ("},
+		{"targets without backends", []string{"--target", "http://127.0.0.1:1", "--strategy", "naive", "--jwt-secret-file", "s", "--admin-token", "a"}, "missing: --redis, --db ("},
 		{"prefix with a hash tag", []string{"--redis-prefix", "shop{1}:", "--strategy", "naive"}, "--redis-prefix must hold no braces"},
 	}
 	for _, tt := range tests {

@@ -2,12 +2,19 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // chromium runs headless Chromium on url with args (--dump-dom,
@@ -49,4 +56,124 @@ func chromium(t *testing.T, url string, args ...string) []byte {
 		t.Fatalf("chromium %v: %v", args, err)
 	}
 	return out
+}
+
+// screenshot renders url in headless Chromium into a PNG named name, and
+// keeps a copy in $FLASHSALE_KEEP_SCREENSHOTS when that is set.
+func screenshot(t *testing.T, url, name string) {
+	t.Helper()
+	shot := filepath.Join(t.TempDir(), name)
+	chromium(t, url, "--screenshot="+shot, "--window-size=1280,900", "--hide-scrollbars")
+	if fi, err := os.Stat(shot); err != nil || fi.Size() == 0 {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	t.Logf("screenshot: %s", shot)
+	if dir := os.Getenv("FLASHSALE_KEEP_SCREENSHOTS"); dir != "" {
+		b, _ := os.ReadFile(shot)
+		_ = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+}
+
+// TestDashboardBrowser runs an async sale among other vouchers, one
+// upcoming (listed first: it begins last), one ended and one sold out
+// earlier, the sale third in the list, and renders the dashboard in
+// headless Chromium: it opens on the voucher selling now, badges each
+// voucher, fits the chart to the sale with MySQL's line under Redis's, reads
+// nice ticks, and stays on the voucher ?voucher=ID names.
+func TestDashboardBrowser(t *testing.T) {
+	_, prefix := testenv.Redis(t)
+	url, _ := startServe(t, "--strategy", "async", "--redis", "redis://"+testenv.RedisAddr()+"/0", "--redis-prefix", prefix,
+		"--db", testenv.MySQLURL(t))
+	now := time.Now()
+	create := func(title string, stock int, begin, end time.Duration) string {
+		var v struct{ ID string }
+		body := fmt.Sprintf(`{"title":%q,"stock":%d,"begin_time":%q,"end_time":%q}`, title, stock,
+			now.Add(begin).UTC().Format(time.RFC3339), now.Add(end).UTC().Format(time.RFC3339))
+		if code := call(t, "POST", url+"/api/vouchers", serveAdmin, body, &v); code != http.StatusCreated {
+			t.Fatalf("create voucher %s: %d", title, code)
+		}
+		return v.ID
+	}
+	upcoming := create("Upcoming", 10, time.Hour, 2*time.Hour)
+	ended := create("Ended", 10, -40*time.Second, -10*time.Second)
+	selling := create("Selling", 20, -time.Minute, 2*time.Minute) // 3 min: the chart fits it, with time to spare
+	soldOut := create("Sold out", 1, -90*time.Second, time.Hour)
+	order := func(voucher string, users ...int64) {
+		for _, u := range users {
+			call(t, "POST", url+"/api/vouchers/"+voucher+"/orders", userToken(t, u), "", nil)
+		}
+	}
+	order(soldOut, 1, 2)
+	waitStats(t, url+"/api/vouchers/"+soldOut+"/stats", 0)
+	order(selling, 1, 2, 3) // after the sold-out voucher's sale was sampled: this one sold last
+	waitStats(t, url+"/api/vouchers/"+selling+"/stats", 17)
+
+	dom := string(chromium(t, url+"/dashboard", "--dump-dom"))
+	statuses := map[string]string{}
+	sel := ""
+	for _, m := range regexp.MustCompile(`<li(?: class="(\w*)")? data-id="(\d+)" data-status="(\w+)"`).FindAllStringSubmatch(dom, -1) {
+		statuses[m[2]] = m[3]
+		if m[1] == "sel" {
+			sel = m[2]
+		}
+	}
+	want := map[string]string{upcoming: "upcoming", ended: "ended", selling: "on_sale", soldOut: "sold_out"}
+	if fmt.Sprint(statuses) != fmt.Sprint(want) || sel != selling {
+		t.Errorf("the list shows %v with %q selected; want %v with %s (selling) selected:\n%s", statuses, sel, want, selling, dom)
+	}
+	for _, want := range []string{
+		`<span class="badge on_sale">on sale</span>`, `<span class="badge sold_out">sold out</span>`,
+		`<span class="badge upcoming">upcoming</span>`, `<span class="badge ended">ended</span>`,
+		`<span id="title">Selling</span>`, `id="left-mysql">17<`, `class="value" id="refused">0<`,
+		"<code>/dashboard?voucher=ID</code>", ">begin</text>", ">end</text>", ">now</text>",
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the dashboard has no %s:\n%s", want, dom)
+		}
+	}
+	checkChart(t, dom)
+	screenshot(t, url+"/dashboard", "dashboard-sale.png")
+
+	dom = string(chromium(t, url+"/dashboard?voucher="+ended, "--dump-dom"))
+	if !strings.Contains(dom, `<li class="sel" data-id="`+ended+`"`) || !strings.Contains(dom, "Staying on #"+ended) {
+		t.Errorf("/dashboard?voucher=%s does not show that voucher:\n%s", ended, dom)
+	}
+}
+
+// checkChart checks the chart of a voucher of stock 20 in dom: the stock
+// axis reads 0, 5, 10, 15, 20; the time axis steps evenly by a nice step;
+// MySQL's stock line is drawn first and wider, so Redis's shows over it.
+func checkChart(t *testing.T, dom string) {
+	t.Helper()
+	var yticks []string
+	for _, m := range regexp.MustCompile(`class="ytick"[^>]*>([^<]*)<`).FindAllStringSubmatch(dom, -1) {
+		yticks = append(yticks, m[1])
+	}
+	if strings.Join(yticks, ",") != "0,5,10,15,20" {
+		t.Errorf("stock ticks %v, want 0,5,10,15,20", yticks)
+	}
+	var xticks []time.Time
+	for _, m := range regexp.MustCompile(`class="xtick"[^>]*>([^<]*)<`).FindAllStringSubmatch(dom, -1) {
+		x, err := time.Parse("15:04:05", m[1])
+		if err != nil {
+			if x, err = time.Parse("15:04", m[1]); err != nil {
+				t.Fatalf("time tick %q: %v", m[1], err)
+			}
+		}
+		xticks = append(xticks, x)
+	}
+	if len(xticks) < 3 {
+		t.Fatalf("time ticks %v: want at least 3", xticks)
+	}
+	step := xticks[1].Sub(xticks[0])
+	for i := 1; i < len(xticks); i++ {
+		if d := xticks[i].Sub(xticks[i-1]); d != step || !slices.Contains([]time.Duration{5, 10, 15, 30, 60}, d/time.Second) {
+			t.Errorf("time ticks %v: not an even nice step", xticks)
+			break
+		}
+	}
+	mysql, redis := strings.Index(dom, `class="stock remaining_mysql"`), strings.Index(dom, `class="stock remaining_redis"`)
+	if mysql < 0 || redis < mysql {
+		t.Errorf("MySQL's stock line (at %d) is not drawn before Redis's (at %d)", mysql, redis)
+	}
 }

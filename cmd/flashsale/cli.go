@@ -16,8 +16,8 @@ import (
 )
 
 // execute runs args, reports a failure on stderr in one line (a usage
-// error adds the usage when no command was recognised) and returns the
-// exit status: 0, 1 when the command failed, 2 for a usage error.
+// error adds the usage when no command was given) and returns the exit
+// status: 0, 1 when the command failed, 2 for a usage error.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := run(ctx, args, stdout, stderr)
 	if err == nil {
@@ -30,8 +30,10 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if ue.cmd == nil || ue.cmd.Name == "" {
 		fmt.Fprintln(stderr, "flashsale:", errorText(ue.err))
-		fmt.Fprintln(stderr)
-		fmt.Fprint(stderr, ue.usage)
+		if ue.usage != "" {
+			fmt.Fprintln(stderr)
+			fmt.Fprint(stderr, ue.usage)
+		}
 		return 2
 	}
 	fmt.Fprintf(stderr, "flashsale %s: %s (see: flashsale help %s)\n", ue.cmd.Name, errorText(ue.err), ue.cmd.Name)
@@ -40,7 +42,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // usageError is an error in how a command was called: a flag value, a
 // stray argument, an unknown command. cmd is the command called, nil or
-// the root when none was recognised; usage is then printed after it.
+// the root when none was recognised; usage, if any, is printed after it.
 type usageError struct {
 	cmd   *ffcli.Command
 	err   error
@@ -49,6 +51,16 @@ type usageError struct {
 
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
+
+// unknownCommand is the usage error of a command name root does not have:
+// one line that names the commands, not the whole usage.
+func unknownCommand(root *ffcli.Command, name string) error {
+	names := make([]string, len(root.Subcommands))
+	for i, c := range root.Subcommands {
+		names[i] = c.Name
+	}
+	return &usageError{cmd: root, err: fmt.Errorf("unknown command %q; the commands are %s (see: flashsale help)", name, strings.Join(names, ", "))}
+}
 
 // usage marks err as a usage error of the command being run.
 func usage(err error) error {
@@ -84,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, err := fmt.Fprintln(stdout, versionLine())
 			return err
 		case len(args) > 0:
-			return &usageError{err: fmt.Errorf("unknown command %q", args[0]), usage: usageText(root)}
+			return unknownCommand(root, args[0])
 		}
 		return &usageError{err: errors.New("no command given"), usage: usageText(root)}
 	}
@@ -120,13 +132,26 @@ func calledCommand(root *ffcli.Command) *ffcli.Command {
 	return root
 }
 
-// flagError drops ff's "error parsing commandline arguments" preamble.
+// flagError drops ff's "error parsing commandline arguments" preamble and
+// names flags as the help does, --name: the flag package writes -name.
 func flagError(err error) error {
 	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "error parsing commandline arguments: ") {
-		return inner
+		err = inner
+	}
+	if msg := err.Error(); flagNames.Replace(msg) != msg {
+		return errors.New(flagNames.Replace(msg))
 	}
 	return err
 }
+
+// flagNames rewrites the flag package's messages (flag.FlagSet.failf) to
+// name a flag --name.
+var flagNames = strings.NewReplacer(
+	"flag provided but not defined: -", "unknown flag --",
+	"flag needs an argument: -", "flag needs an argument: --",
+	" for flag -", " for flag --",
+	" for -", " for --", // invalid boolean value "x" for -name
+)
 
 // noArgs adapts exec to an ffcli Exec that refuses arguments left after
 // the flags: the flag package stops at the first word that is not a flag
@@ -172,7 +197,7 @@ func helpCommand(root *ffcli.Command, stdout io.Writer) *ffcli.Command {
 					}
 				}
 				if cmd == nil {
-					return &usageError{cmd: root, err: fmt.Errorf("unknown command %q", args[0]), usage: usageText(root)}
+					return unknownCommand(root, args[0])
 				}
 			}
 			_, err := fmt.Fprint(stdout, usageText(cmd))
@@ -195,26 +220,34 @@ func versionCommand(stdout io.Writer) *ffcli.Command {
 	}
 }
 
-// versionLine is what the build recorded: the module version, the VCS
-// revision and time (and whether the tree had changes), the Go version.
+// versionLine is what this binary's build recorded (see buildLine).
 func versionLine() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "flashsale (no build information)"
 	}
+	return buildLine(bi)
+}
+
+// buildLine is the module version, the VCS revision and time (and whether
+// the tree had changes), the Go version. A build without a revision says
+// why there is none rather than leaving it out.
+func buildLine(bi *debug.BuildInfo) string {
 	vcs := map[string]string{}
 	for _, s := range bi.Settings {
 		vcs[s.Key] = s.Value
 	}
 	line := "flashsale " + bi.Main.Version
-	if rev := vcs["vcs.revision"]; rev != "" {
-		line += ", revision " + rev
-		if vcs["vcs.modified"] == "true" {
-			line += " (modified)"
-		}
-		if t := vcs["vcs.time"]; t != "" {
-			line += " of " + t
-		}
+	rev := vcs["vcs.revision"]
+	if rev == "" {
+		return line + ", revision unknown: built without VCS stamping (-buildvcs=false or not in a git checkout), " + bi.GoVersion
+	}
+	line += ", revision " + rev
+	if vcs["vcs.modified"] == "true" {
+		line += " (modified)"
+	}
+	if t := vcs["vcs.time"]; t != "" {
+		line += " of " + t
 	}
 	return line + ", " + bi.GoVersion
 }

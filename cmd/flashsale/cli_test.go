@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -30,16 +34,22 @@ func TestCLIExitCodes(t *testing.T) {
 		{"a command's --help", []string{"serve", "--help"}, 0, "Usage: flashsale serve", "", 0},
 		{"help", []string{"help"}, 0, "Usage: flashsale <command>", "", 0},
 		{"help on a command", []string{"help", "bench"}, 0, "--wide=false", "", 0},
-		{"help on an unknown command", []string{"help", "sell"}, 2, "", `flashsale: unknown command "sell"`, 0},
-		{"unknown command", []string{"sell"}, 2, "", "flashsale: unknown command \"sell\"\n\nUsage: flashsale <command>", 0},
-		{"no command", nil, 2, "", "flashsale: no command given", 0},
+		{"help on an unknown command: one line", []string{"help", "sell"}, 2, "", `flashsale: unknown command "sell"; the commands are serve, consume, reconcile, token, bench, demo, help, version (see: flashsale help)`, 1},
+		{"unknown command: one line", []string{"sell"}, 2, "", `flashsale: unknown command "sell"; the commands are serve, consume, reconcile, token, bench, demo, help, version (see: flashsale help)`, 1},
+		{"no command: the usage", nil, 2, "", "flashsale: no command given\n\nUsage: flashsale <command>", 0},
 		{"version", []string{"version"}, 0, runtime.Version(), "", 0},
 		{"--version", []string{"--version"}, 0, runtime.Version(), "", 0},
-		{"a bad flag value", []string{"serve", "--rate-limit-ip", "abc"}, 2, "", `flashsale serve: invalid value "abc" for flag -rate-limit-ip`, 1},
-		{"an unknown flag", []string{"token", "--users", "3"}, 2, "", "flashsale token: flag provided but not defined: -users", 1},
-		{"a bad duration", []string{"bench", "--timeout", "soon"}, 2, "", "flashsale bench: invalid value \"soon\" for flag -timeout", 1},
+		{"a bad flag value", []string{"serve", "--rate-limit-ip", "abc"}, 2, "", `flashsale serve: invalid value "abc" for flag --rate-limit-ip`, 1},
+		{"a bad boolean", []string{"serve", "--consume=maybe"}, 2, "", `flashsale serve: invalid boolean value "maybe" for --consume`, 1},
+		{"a flag without its value", []string{"serve", "--addr"}, 2, "", "flashsale serve: flag needs an argument: --addr", 1},
+		{"an unknown flag, named as help names it", []string{"token", "--users", "3"}, 2, "", "flashsale token: unknown flag --users (see: flashsale help token)", 1},
+		{"an unknown flag given with one dash", []string{"token", "-users", "3"}, 2, "", "flashsale token: unknown flag --users", 1},
+		{"a bad duration", []string{"bench", "--timeout", "soon"}, 2, "", "flashsale bench: invalid value \"soon\" for flag --timeout", 1},
 		{"a value the command refuses", []string{"serve", "--strategy", "fast"}, 2, "", "--strategy must be one of", 1},
 		{"a stray word", []string{"token", "--user", "1", "extra"}, 2, "", `unexpected argument "extra"`, 1},
+		// Checked before anything starts: no embedded backend logs a line.
+		{"serve without a JWT secret", []string{"serve"}, 2, "", "flashsale serve: no JWT secret: set --jwt-secret, --jwt-secret-file or FLASHSALE_JWT_SECRET", 1},
+		{"serve with a short JWT secret", []string{"serve", "--jwt-secret", "short"}, 2, "", "flashsale serve: auth: the JWT secret must be at least 32 bytes", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,7 +83,7 @@ func TestBinaryExitStatus(t *testing.T) {
 		{[]string{"--help"}, 0, "Usage: flashsale <command>"},
 		{[]string{"version"}, 0, "flashsale "},
 		{[]string{"sell"}, 2, `unknown command "sell"`},
-		{[]string{"demo", "--stock", "many"}, 2, `flashsale demo: invalid value "many" for flag -stock`},
+		{[]string{"demo", "--stock", "many"}, 2, `flashsale demo: invalid value "many" for flag --stock`},
 		{[]string{"token", "--jwt-secret", "short", "--user", "1"}, 2, "flashsale token: "},
 	}
 	for _, tt := range tests {
@@ -162,5 +172,89 @@ func TestCommandErrorsReadOnce(t *testing.T) {
 				t.Errorf("exit %d, stderr:\n%q\nwant exit %d, stderr:\n%q", code, stderr.String(), tt.code, tt.want)
 			}
 		})
+	}
+}
+
+// TestBuildLine: the version names the revision a build recorded, and says
+// why there is none when the build recorded none.
+func TestBuildLine(t *testing.T) {
+	settings := func(kv ...string) []debug.BuildSetting {
+		var s []debug.BuildSetting
+		for i := 0; i < len(kv); i += 2 {
+			s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return s
+	}
+	tests := []struct {
+		name     string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"stamped", settings("vcs.revision", "0220549abc", "vcs.time", "2026-11-27T07:00:00Z", "vcs.modified", "false"),
+			"flashsale v1.2.3, revision 0220549abc of 2026-11-27T07:00:00Z, go1.26.8"},
+		{"stamped, modified", settings("vcs.revision", "0220549abc", "vcs.modified", "true"), "flashsale v1.2.3, revision 0220549abc (modified), go1.26.8"},
+		{"not stamped", settings("-buildvcs", "false"),
+			"flashsale v1.2.3, revision unknown: built without VCS stamping (-buildvcs=false or not in a git checkout), go1.26.8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: tt.settings}
+			if got := buildLine(bi); got != tt.want {
+				t.Errorf("buildLine = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHelpSaysWhatTheProgramDoes: the help's counts, defaults and lists
+// are the program's own.
+func TestHelpSaysWhatTheProgramDoes(t *testing.T) {
+	tests := []struct {
+		command   string
+		want, not []string
+	}{
+		{"demo", []string{fmt.Sprintf("each of the %d strategies (%s)", len(strategies()), strings.Join(strategies(), ", "))},
+			[]string{"\n  --redis ", "\n  --db "}}, // accepted only to be refused
+		{"serve", []string{"--log-level info\n", "lab only, UNSAFE BY DESIGN (they oversell or undersell): naive, mutex, optimistic",
+			"accepted until 5s past their exp", "the live dashboard at /dashboard (GET / leads there)"}, []string{"INFO"}},
+		{"token", []string{"servers accept them 5s longer"}, nil},
+		{"bench", []string{fmt.Sprintf("about %d characters wide", wideColumns), targetExample}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.command, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if err := run(context.Background(), []string{"help", tt.command}, &stdout, &stderr); err != nil {
+				t.Fatal(err)
+			}
+			help := stdout.String()
+			for _, w := range tt.want {
+				if !strings.Contains(strings.Join(strings.Fields(help), " "), strings.Join(strings.Fields(w), " ")) && !strings.Contains(help, w) {
+					t.Errorf("help %s lacks %q:\n%s", tt.command, w, help)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(help, n) {
+					t.Errorf("help %s shows %q:\n%s", tt.command, n, help)
+				}
+			}
+		})
+	}
+}
+
+// TestTargetExampleIsComplete: the --target example of help bench is a
+// command line bench accepts.
+func TestTargetExampleIsComplete(t *testing.T) {
+	args := strings.Fields(strings.ReplaceAll(targetExample, "\\", ""))
+	if !slices.Equal(args[:2], []string{"flashsale", "bench"}) {
+		t.Fatalf("the example does not start with flashsale bench: %q", targetExample)
+	}
+	var cfg benchConfig
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	cfg.register(fs)
+	if err := fs.Parse(args[2:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Errorf("bench refuses its own example: %v", err)
 	}
 }

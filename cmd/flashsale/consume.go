@@ -11,7 +11,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
-	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/metrics"
 )
 
@@ -22,7 +22,7 @@ type consumerFlags struct {
 	claimIdle time.Duration
 	maxDeliv  int64
 	// measure wraps what the consumer persists through (observe.go).
-	measure func(async.Persister) async.Persister
+	measure func(consume.Persister) consume.Persister
 	retire  time.Duration
 }
 
@@ -67,8 +67,8 @@ func (f *consumerFlags) retireAfter() time.Duration {
 	return f.retire
 }
 
-func (f *consumerFlags) new(b *backends, log *slog.Logger) *async.Consumer {
-	return async.NewConsumer(b.redis, f.persister(b), async.ConsumerConfig{
+func (f *consumerFlags) new(b *backends, log *slog.Logger) *consume.Consumer {
+	return consume.New(b.redis, f.persister(b), consume.Config{
 		Prefix:        b.prefix,
 		Name:          f.name,
 		BatchSize:     f.batch,
@@ -102,14 +102,14 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 			if err := cmp.Or(needServers("consume", backendsCfg), consumerCfg.validate()); err != nil {
 				return usage(err)
 			}
-			return consume(ctx, backendsCfg, consumerCfg, metricsAddr, logs.logger(stderr), stdout)
+			return runConsumer(ctx, backendsCfg, consumerCfg, metricsAddr, logs.logger(stderr), stdout)
 		}),
 	}
 }
 
-// consume runs a consumer until ctx is cancelled; with metricsAddr, its
+// runConsumer runs a consumer until ctx is cancelled; with metricsAddr, its
 // metrics are served there as serve's --metrics-addr serves them.
-func consume(ctx context.Context, bf backendFlags, cf consumerFlags, metricsAddr string, log *slog.Logger, stdout io.Writer) error {
+func runConsumer(ctx context.Context, bf backendFlags, cf consumerFlags, metricsAddr string, log *slog.Logger, stdout io.Writer) error {
 	b, err := openBackends(ctx, bf, log)
 	if err != nil {
 		return err

@@ -17,9 +17,8 @@ import (
 // install.
 func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 	var (
-		cfg   benchConfig
-		redis string
-		db    string
+		cfg       benchConfig
+		redis, db refusedFlag
 	)
 	fs := flag.NewFlagSet("flashsale demo", flag.ContinueOnError)
 	fs.IntVar(&cfg.instances, "instances", 3, "service instances per strategy (in this process)")
@@ -30,18 +29,18 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.DurationVar(&cfg.raceWindow, "race-window", 2*time.Millisecond, "sleep between reading and writing stock, to make races visible")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "shuffles the order of the clicks")
 	cfg.registerOutput(fs)
-	fs.StringVar(&redis, "redis", "", "not accepted: the demo runs on embedded backends only (use bench for real servers)")
-	fs.StringVar(&db, "db", "", "not accepted: the demo runs on embedded backends only (use bench for real servers)")
+	fs.Var(&redis, "redis", "refused: the demo runs on embedded backends only (bench runs on real servers)")
+	fs.Var(&db, "db", "refused: the demo runs on embedded backends only (bench runs on real servers)")
 	return &ffcli.Command{
 		Name:       "demo",
 		ShortUsage: "flashsale demo [flags]",
 		ShortHelp:  "a small sale per strategy on embedded backends, audited",
-		LongHelp: "Runs a small flash sale for each of the seven strategies on 3 in-process instances with a 2ms race " +
-			"window, on an embedded Redis (miniredis) and SQLite: no servers needed, and no environment variables " +
-			"read. For MySQL and Redis use flashsale bench --redis URL --db URL.",
+		LongHelp: fmt.Sprintf("Runs a small flash sale for each of the %d strategies (%s) on 3 in-process instances with a 2ms race "+
+			"window, on an embedded Redis (miniredis) and SQLite: no servers needed, and no environment variables "+
+			"read. For MySQL and Redis use flashsale bench --redis URL --db URL.", len(strategies()), strings.Join(strategies(), ", ")),
 		FlagSet: fs,
 		Exec: noArgs(func(ctx context.Context) error {
-			if redis != "" || db != "" {
+			if redis.value != "" || db.value != "" {
 				return usage(errors.New("demo runs on embedded backends only; for real servers run: " + realBenchCommand(cfg)))
 			}
 			cfg.strategies = strings.Join(strategies(), ",")

@@ -17,6 +17,7 @@ import (
 // checks its audit: the unsafe strategies misbehave, optimistic never
 // oversells, and the safe ones are exact.
 func TestDemo(t *testing.T) {
+	tmp := privateTempDir(t)
 	jsonPath := filepath.Join(t.TempDir(), "demo.json")
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"demo", "--json", jsonPath}, &stdout, &stderr)
@@ -64,7 +65,24 @@ func TestDemo(t *testing.T) {
 	}
 	checkWidth(t, "stdout", stdout.String(), 100)
 	checkWidth(t, "stderr", stderr.String(), 100)
+	noScratchLeft(t, tmp)
+	// What help bench says of --wide holds for the demo's runs.
+	var wide bytes.Buffer
+	if err := lab.WriteWideTable(&wide, doc.Runs); err != nil {
+		t.Fatal(err)
+	}
+	widest := 0
+	for _, line := range strings.Split(wide.String(), "\n") {
+		widest = max(widest, utf8.RuneCountInString(line))
+	}
+	if widest < wideColumns-wideSlack || widest > wideColumns+wideSlack {
+		t.Errorf("the wide table is %d columns wide; help says about %d:\n%s", widest, wideColumns, wide.String())
+	}
 }
+
+// wideSlack is how far the wide table's width may be from what help says:
+// the figures' digits and the refusal codes vary from run to run.
+const wideSlack = 15
 
 // checkWidth fails the test for a line of out wider than width columns.
 func checkWidth(t *testing.T, what, out string, width int) {
@@ -79,6 +97,8 @@ func checkWidth(t *testing.T, what, out string, width int) {
 // TestDemoWide: with --wide the table has every column, the ones the
 // default table leaves out too.
 func TestDemoWide(t *testing.T) {
+	tmp := privateTempDir(t)
+	defer noScratchLeft(t, tmp)
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"demo", "--wide", "--stock", "5", "--users", "30", "--concurrency", "10"}, &stdout, &stderr)
 	if err != nil {

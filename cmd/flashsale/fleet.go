@@ -38,26 +38,44 @@ func (fl *fleets) inProcess() bool {
 	return fl.cfg.backends.Embedded() || strings.HasPrefix(fl.cfg.backends.db, "sqlite:")
 }
 
-// describe says how the instances run, and on what.
-func (fl *fleets) describe() string {
-	redis, db := "redis "+redact(fl.b.redisURL), "database "+redact(fl.b.dbURL)
-	if fl.cfg.backends.redis == "" {
-		redis = "embedded Redis (miniredis, in this process) at " + fl.b.redisURL
-	}
-	if fl.cfg.backends.db == "" {
-		db = "embedded SQLite " + fl.b.dbURL
-	}
+// mode is how the instances run: a lab.Setup mode.
+func (fl *fleets) mode() string {
 	switch {
 	case fl.cfg.targets != "":
-		return fmt.Sprintf("mode: targets — %d running server(s) (%s), audited on %s and %s",
-			len(fl.cfg.targetList()), strings.Join(fl.cfg.targetList(), ", "), redis, db)
+		return lab.ModeTargets
 	case fl.inProcess():
-		return fmt.Sprintf("mode: in-process — %d instances per strategy inside this process (each with its own strategy, mutexes and lock client), on %s and %s",
-			fl.cfg.instances, redis, db)
-	default:
-		return fmt.Sprintf("mode: processes — %d `flashsale serve` child processes per strategy, on %s and %s",
-			fl.cfg.instances, redis, db)
+		return lab.ModeInProcess
 	}
+	return lab.ModeProcesses
+}
+
+// redis and db say where the backends are, passwords hidden.
+func (fl *fleets) redis() string {
+	if fl.cfg.backends.redis == "" {
+		return "embedded (miniredis, in this process) at " + fl.b.redisURL
+	}
+	return redact(fl.b.redisURL)
+}
+
+func (fl *fleets) db() string {
+	if fl.cfg.backends.db == "" {
+		return "embedded SQLite " + fl.b.dbURL
+	}
+	return redact(fl.b.dbURL)
+}
+
+// describe says how the instances run, and on what.
+func (fl *fleets) describe() string {
+	on := fmt.Sprintf("Redis %s and database %s", fl.redis(), fl.db())
+	switch fl.mode() {
+	case lab.ModeTargets:
+		return fmt.Sprintf("mode: targets — %d running server(s) (%s), audited on %s",
+			len(fl.cfg.targetList()), strings.Join(fl.cfg.targetList(), ", "), on)
+	case lab.ModeInProcess:
+		return fmt.Sprintf("mode: in-process — %d instances per strategy inside this process (each with its own strategy, mutexes and lock client), on %s",
+			fl.cfg.instances, on)
+	}
+	return fmt.Sprintf("mode: processes — %d `flashsale serve` child processes per strategy, on %s", fl.cfg.instances, on)
 }
 
 // redact hides a URL's password.

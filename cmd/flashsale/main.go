@@ -22,11 +22,21 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// The first signal starts a graceful shutdown; with the handler gone, a
-	// second one ends the process at once.
-	go func() { <-ctx.Done(); stop() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		cancel() // the first signal starts a graceful shutdown
+		sig := <-signals
+		// The second ends the process at once, by that signal, as if it
+		// were not handled; no deferred Close runs, so the embedded
+		// backends' files are removed first.
+		removeScratch()
+		signal.Reset()
+		_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+	}()
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	cancel()
 	os.Exit(code)
 }

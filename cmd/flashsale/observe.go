@@ -10,7 +10,7 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/dashboard"
 	"github.com/flashsale/flashsale/metrics"
@@ -60,11 +60,15 @@ func (o *observer) watch(svc *services) {
 	}
 }
 
-// handler mounts api with the dashboard and, without --metrics-addr,
-// /metrics, all counted by the metrics middleware.
+// dashboardPath is the dashboard's page, where GET / leads.
+const dashboardPath = "/dashboard"
+
+// handler mounts api with the dashboard (GET / redirects to it) and,
+// without --metrics-addr, /metrics, all counted by the metrics middleware.
 func (o *observer) handler(api http.Handler, authn *auth.Authenticator) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
+	mux.Handle("GET /{$}", http.RedirectHandler(dashboardPath, http.StatusFound))
 	d := &dashboard.Dashboard{Sampler: o.sampler, Live: o.m.Live(), IsAdmin: func(r *http.Request) bool {
 		tok, err := auth.BearerToken(r.Header.Get("Authorization"))
 		return err == nil && authn.IsAdmin(tok)
@@ -120,7 +124,7 @@ func stopMetrics(srv *http.Server) {
 
 // persister returns what the consumer persists through: the database,
 // measured when serve watches it.
-func (f *consumerFlags) persister(b *backends) async.Persister {
+func (f *consumerFlags) persister(b *backends) consume.Persister {
 	if f.measure != nil {
 		return f.measure(b.db)
 	}

@@ -211,16 +211,7 @@ func checkDashboard(t *testing.T, url, voucher string) {
 	if regexp.MustCompile(`(?i)<img[^>]*onerror`).MatchString(dom) {
 		t.Errorf("the title became an img element:\n%s", dom)
 	}
-	shot := filepath.Join(t.TempDir(), "dashboard.png")
-	chromium(t, page, "--screenshot="+shot, "--window-size=1280,900", "--hide-scrollbars")
-	if fi, err := os.Stat(shot); err != nil || fi.Size() == 0 {
-		t.Fatalf("no screenshot: %v", err)
-	}
-	t.Logf("dashboard screenshot: %s", shot)
-	if dir := os.Getenv("FLASHSALE_KEEP_SCREENSHOTS"); dir != "" {
-		b, _ := os.ReadFile(shot)
-		_ = os.WriteFile(filepath.Join(dir, "dashboard.png"), b, 0o644)
-	}
+	screenshot(t, page, "dashboard.png")
 }
 
 // promtool runs promtool with args on input and fails the test if it

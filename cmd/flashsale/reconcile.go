@@ -9,7 +9,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
-	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/reconcile"
 )
 
 func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
@@ -44,8 +44,8 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 				return err
 			}
 			defer b.Close()
-			r := async.NewReconciler(b.redis, b.db, async.ReconcilerConfig{Prefix: b.prefix, Logger: log})
-			reports, err := reconcile(ctx, r, *voucher, *fix)
+			r := reconcile.New(b.redis, b.db, reconcile.Config{Prefix: b.prefix, Logger: log})
+			reports, err := reconcileVouchers(ctx, r, *voucher, *fix)
 			if err != nil {
 				return err
 			}
@@ -57,9 +57,9 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 	}
 }
 
-// reconcile checks, or with fix repairs, one voucher (when voucher is not
-// 0) or every voucher.
-func reconcile(ctx context.Context, r *async.Reconciler, voucher int64, fix bool) ([]*async.Report, error) {
+// reconcileVouchers checks, or with fix repairs, one voucher (when voucher
+// is not 0) or every voucher.
+func reconcileVouchers(ctx context.Context, r *reconcile.Reconciler, voucher int64, fix bool) ([]*reconcile.Report, error) {
 	if voucher == 0 {
 		if fix {
 			return r.RepairAll(ctx)
@@ -74,12 +74,12 @@ func reconcile(ctx context.Context, r *async.Reconciler, voucher int64, fix bool
 	if err != nil {
 		return nil, err
 	}
-	return []*async.Report{rep}, nil
+	return []*reconcile.Report{rep}, nil
 }
 
 // printReports prints one line per voucher and one per difference, and
 // returns an error counting the differences left unrepaired.
-func printReports(w io.Writer, reports []*async.Report) error {
+func printReports(w io.Writer, reports []*reconcile.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "voucher\tloaded\tredis stock\tbuyers\tin flight\tdead\tmysql remaining\tmysql orders\tdifferences")
 	open := 0

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,30 +12,23 @@ import (
 
 // registerHTML adds --html to bench and demo.
 func registerHTML(fs *flag.FlagSet, c *benchConfig) {
-	fs.StringVar(&c.htmlPath, "html", "", "also write the runs as one self-contained HTML page (table, verdicts, charts) to this file")
+	fs.StringVar(&c.htmlPath, "html", "", "also write the runs as one self-contained HTML page (setup, table, verdicts, charts) to this file")
 }
 
-// writeHTML writes the --html report, if asked for.
-func writeHTML(cfg benchConfig, rows []lab.Row, stdout io.Writer) error {
-	if cfg.htmlPath == "" {
+// writeReport writes rep to a new file at path with write, if a path is
+// given (by flag), and says so.
+func writeReport(path, flagName string, rep lab.Report, write func(io.Writer, lab.Report) error, stdout io.Writer) error {
+	if path == "" {
 		return nil
 	}
-	if err := writeRows(cfg.htmlPath, rows, lab.WriteHTML); err != nil {
-		return fmt.Errorf("--html: %w", err)
-	}
-	fmt.Fprintf(stdout, "wrote %s\n", cfg.htmlPath)
-	return nil
-}
-
-// writeRows writes rows to a new file at path with write.
-func writeRows(path string, rows []lab.Row, write func(io.Writer, []lab.Row) error) error {
 	f, err := os.Create(path)
+	if err == nil {
+		err = write(f, rep)
+		err = errors.Join(err, f.Close())
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", flagName, err)
 	}
-	if err := write(f, rows); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	fmt.Fprintf(stdout, "wrote %s\n", path)
+	return nil
 }

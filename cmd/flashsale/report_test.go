@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"html"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 // the unsafe rows marked, the verdicts in words, the series consistent
 // with the table, and the table rendered by headless Chromium.
 func TestDemoHTMLReport(t *testing.T) {
+	defer noScratchLeft(t, privateTempDir(t))
 	dir := t.TempDir()
 	jsonPath, htmlPath := filepath.Join(dir, "demo.json"), filepath.Join(dir, "demo.html")
 	var stdout, stderr bytes.Buffer
@@ -49,7 +51,7 @@ func TestDemoHTMLReport(t *testing.T) {
 	if want := len(strategies()); len(tableRows) != len(doc.Runs) || len(doc.Runs) != want {
 		t.Fatalf("the table has %d rows, the JSON %d runs; want %d", len(tableRows), len(doc.Runs), want)
 	}
-	cell := regexp.MustCompile(`data-field="(\w+)"[^>]*>([^<]*)<`)
+	cell := regexp.MustCompile(`data-field="(\w+)"(?: data-value="([^"]*)")?[^>]*>([^<]*)<`)
 	for i, tr := range tableRows {
 		run, row := doc.Runs[i], rows.Runs[i]
 		if (tr[1] == "exact") != row.Exact() {
@@ -60,8 +62,15 @@ func TestDemoHTMLReport(t *testing.T) {
 			t.Fatalf("row %d has %d figures", i, len(cells))
 		}
 		for _, c := range cells {
-			if got, want := html.UnescapeString(c[2]), jsonText(run[c[1]]); got != want {
-				t.Errorf("%s %s: the page shows %q, the JSON %q", row.Strategy, c[1], got, want)
+			field, exact, shown := c[1], c[2], html.UnescapeString(c[3])
+			if exact == "" {
+				exact = shown
+			}
+			if want := jsonText(run[field]); exact != want {
+				t.Errorf("%s %s: the page holds %q, the JSON %q", row.Strategy, field, exact, want)
+			}
+			if !readsAs(shown, exact) {
+				t.Errorf("%s %s: the page shows %q for %s", row.Strategy, field, shown, exact)
 			}
 		}
 		answered := 0
@@ -83,10 +92,98 @@ func TestDemoHTMLReport(t *testing.T) {
 		}
 	}
 	dom := chromium(t, "file://"+htmlPath, "--dump-dom")
+	_, latency, _ := bytes.Cut(dom, []byte("Latency distribution"))
 	if !bytes.Contains(dom, []byte(`<table id="audit">`)) || !bytes.Contains(dom, []byte(`data-field="strategy">naive<`)) ||
-		bytes.Count(dom, []byte("<polyline")) != 2*len(rows.Runs) {
-		t.Errorf("Chromium did not render the table and the %d lines (throughput and latency per strategy):\n%s", 2*len(rows.Runs), dom)
+		bytes.Count(dom, []byte(`<rect class="rate"`)) != len(rows.Runs) || bytes.Count(latency, []byte("<polyline")) != len(rows.Runs) {
+		t.Errorf("Chromium did not render the table, the %d rates and the %d latency lines:\n%s", len(rows.Runs), len(rows.Runs), dom)
 	}
+	setup := html.UnescapeString(string(page))
+	for _, want := range []string{"<dt>mode</dt><dd>in-process: 3 instances per strategy", "<dt>race window</dt><dd>2ms</dd>",
+		"<dt>load</dt><dd>closed model, 100 in flight</dd>", "<dt>machine</dt><dd>" + lab.Machine()} {
+		if !strings.Contains(setup, want) {
+			t.Errorf("the report's setup lacks %q", want)
+		}
+	}
+	checkTableFits(t, htmlPath)
+}
+
+// readsAs reports whether shown is exact as the report rounds it: the
+// same, or a number within half its last shown digit.
+func readsAs(shown, exact string) bool {
+	if shown == exact {
+		return true
+	}
+	v, err1 := strconv.ParseFloat(exact, 64)
+	s, err2 := strconv.ParseFloat(strings.ReplaceAll(shown, ",", ""), 64)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	unit := 1.0
+	if _, frac, ok := strings.Cut(shown, "."); ok {
+		unit = math.Pow(10, -float64(len(frac)))
+	}
+	return math.Abs(s-v) <= unit/2+1e-9
+}
+
+// TestHTMLReportFitsAt1400px: the audit table of a bench with long run
+// names (the broken locks') and five-digit figures fits a 1400 px window:
+// no column, the latencies least of all, hides behind a scroll bar.
+func TestHTMLReportFitsAt1400px(t *testing.T) {
+	rows := make([]lab.Row, 0, 8)
+	for _, name := range []string{"naive", "mutex", "optimistic", "conditional", "stocklock:setnx-expire", "stocklock:checkdel", "batch", "async"} {
+		rows = append(rows, lab.Row{Strategy: name, Instances: 3, Stock: 2000, Requests: 30000, Accepted: 3850,
+			Rejected: map[string]int{"sold_out": 22000, "duplicate_order": 3650, "busy": 500}, Orders: 3850, DistinctBuyers: 3700,
+			DuplicateBuyers: 150, RemainingDB: 150, Oversold: 1850, StockDrift: -1850, Undersold: 150, Errors: 12,
+			RPS: 12345.6, CeilingRPS: 45678.9, P50Ms: 1234.567, P90Ms: 2345.678, P99Ms: 3456.789, MaxMs: 30000})
+	}
+	path := filepath.Join(t.TempDir(), "report.html")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.WriteHTML(f, lab.Report{Setup: lab.Setup{Mode: lab.ModeProcesses, Instances: 3}, Runs: rows}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkTableFits(t, path)
+}
+
+// checkTableFits opens a copy of the report at path, with a script that
+// measures the table's panel, in a 1400 px wide Chromium window, and fails
+// if the table is wider than its panel. (The report itself runs no
+// script.)
+func checkTableFits(t *testing.T, path string) {
+	t.Helper()
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const measure = `<script>const p = document.getElementById("audit").parentElement;
+document.body.dataset.layout = p.scrollWidth + " " + p.clientWidth;</script></body>`
+	copyPath := filepath.Join(t.TempDir(), "measured.html")
+	if err := os.WriteFile(copyPath, bytes.Replace(page, []byte("</body>"), []byte(measure), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := chromium(t, "file://"+copyPath, "--window-size=1400,1000", "--dump-dom")
+	m := regexp.MustCompile(`data-layout="(\d+) (\d+)"`).FindSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the measuring script did not run:\n%s", dom)
+	}
+	table, panel := string(m[1]), string(m[2])
+	if w, _ := strconv.Atoi(table); w > mustAtoi(t, panel) {
+		t.Errorf("at 1400 px the audit table is %s px wide in a panel of %s px: it scrolls", table, panel)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // jsonText formats a decoded JSON value as the report shows it.

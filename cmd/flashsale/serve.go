@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/lock"
@@ -47,6 +48,9 @@ type serveConfig struct {
 // strategyEntry is one value of --strategy: how serve builds it.
 type strategyEntry struct {
 	name string
+	// unsafe, for a strategy that breaks an invariant by design (the
+	// lab's), says how; serve warns at start.
+	unsafe string
 	// validate checks the flags only this strategy reads; nil if none.
 	validate func(c *serveConfig) error
 	// build returns the strategy's services over b.
@@ -58,10 +62,20 @@ type strategyEntry struct {
 func strategyTable() []strategyEntry {
 	table := make([]strategyEntry, 0, len(strategy.Names)+1)
 	for _, name := range strategy.Names {
-		table = append(table, strategyEntry{name: name, build: newSyncServices})
+		table = append(table, strategyEntry{name: name, unsafe: unsafeStrategies[name], build: newSyncServices})
 	}
 	return append(table, strategyEntry{name: "async", validate: validateAsync, build: newAsyncServices})
 }
+
+// unsafeStrategies are the lab's strategies that break an invariant by
+// design, and how (strategy's package doc).
+var unsafeStrategies = map[string]string{
+	"naive":      "loses stock updates and oversells",
+	"mutex":      "oversells with more than one instance (its mutex is per process)",
+	"optimistic": "turns buyers away while stock is left (undersells)",
+}
+
+func isUnsafe(e strategyEntry) bool { return e.unsafe != "" }
 
 // lookupStrategy returns the entry of the strategy called name.
 func lookupStrategy(name string) (strategyEntry, bool) {
@@ -74,16 +88,26 @@ func lookupStrategy(name string) (strategyEntry, bool) {
 
 // strategies lists the names --strategy accepts.
 func strategies() []string {
+	return strategyNames(func(strategyEntry) bool { return true })
+}
+
+// strategyNames lists the names of the entries keep keeps.
+func strategyNames(keep func(strategyEntry) bool) []string {
 	var names []string
 	for _, e := range strategyTable() {
-		names = append(names, e.name)
+		if keep(e) {
+			names = append(names, e.name)
+		}
 	}
 	return names
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
-	fs.StringVar(&c.strategy, "strategy", "conditional", "how orders are taken: "+strings.Join(strategies(), ", "))
+	fs.StringVar(&c.strategy, "strategy", "conditional", "how orders are taken: "+
+		strings.Join(strategyNames(func(e strategyEntry) bool { return !isUnsafe(e) }), ", ")+
+		"; lab only, UNSAFE BY DESIGN (they oversell or undersell): "+
+		strings.Join(strategyNames(isUnsafe), ", "))
 	c.jwtSecret.register(fs, "HS256 secret for user tokens")
 	fs.StringVar(&c.adminToken, "admin-token", "", "bearer token for admin routes (creating vouchers)")
 	fs.Float64Var(&c.rateUser, "rate-limit-user", 0, "order requests per second per user (0: no limit)")
@@ -121,9 +145,28 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if entry.validate != nil {
-		return entry.validate(c)
+		if err := entry.validate(c); err != nil {
+			return err
+		}
 	}
-	return nil
+	_, err := c.authenticator() // before an embedded backend starts
+	return err
+}
+
+// authenticator verifies the tokens of --jwt-secret and --admin-token.
+func (c *serveConfig) authenticator() (*auth.Authenticator, error) {
+	secret, err := c.jwtSecret.value()
+	if err != nil {
+		return nil, err
+	}
+	if secret == "" {
+		return nil, errors.New("no JWT secret: set --jwt-secret, --jwt-secret-file or FLASHSALE_JWT_SECRET (at least 32 bytes; user tokens are signed with it)")
+	}
+	authn, err := auth.New(secret, c.adminToken)
+	if err != nil {
+		return nil, fmt.Errorf("%w (set --jwt-secret, --jwt-secret-file or FLASHSALE_JWT_SECRET)", err)
+	}
+	return authn, nil
 }
 
 func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
@@ -138,8 +181,13 @@ func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Name:       "serve",
 		ShortUsage: "flashsale serve [flags]",
 		ShortHelp:  "run the HTTP service",
-		FlagSet:    fs,
-		Options:    envOptions(),
+		LongHelp: fmt.Sprintf("Serves the HTTP API, the live dashboard at %s (GET / leads there) and /metrics. "+
+			"User tokens (flashsale token) are HS256 JWTs signed with --jwt-secret, accepted until %s past their exp "+
+			"(and from %s before their nbf), for clocks that differ. %s break an invariant by "+
+			"design: they are for the load lab, and serve warns when it runs one.", dashboardPath, auth.Leeway, auth.Leeway,
+			strings.Join(strategyNames(isUnsafe), ", ")),
+		FlagSet: fs,
+		Options: envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
 			if err := cfg.validate(); err != nil {
 				return usage(err)
@@ -162,7 +210,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "flashsale: serving %s (strategy %s)\n", inst.URL, cfg.strategy)
+	fmt.Fprintf(stdout, "flashsale: serving %s (strategy %s); dashboard: %s%s\n", inst.URL, cfg.strategy, inst.URL, dashboardPath)
+	warnUnsafe(cfg, log, stdout)
 	warnNoAdminToken(cfg, log)
 	started := time.Now()
 	defer func() { fmt.Fprintln(stdout, serveSummary(inst, cfg, time.Since(started))) }()
@@ -194,13 +243,9 @@ type instance struct {
 
 // startInstance starts serving cfg's strategy on cfg.addr over b.
 func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, error) {
-	secret, err := cfg.jwtSecret.value()
+	authn, err := cfg.authenticator()
 	if err != nil {
 		return nil, err
-	}
-	authn, err := auth.New(secret, cfg.adminToken)
-	if err != nil {
-		return nil, fmt.Errorf("%w (set --jwt-secret, --jwt-secret-file or FLASHSALE_JWT_SECRET)", err)
 	}
 	obs, err := newObserver(cfg, b, log) // observe.go
 	if err != nil {
@@ -271,8 +316,8 @@ func (inst *instance) Stop(ctx context.Context) error {
 type services struct {
 	vouchers flashsale.VoucherService
 	orders   flashsale.OrderService
-	consumer *async.Consumer // async only
-	locks    *lock.Client    // the lock strategy only
+	consumer *consume.Consumer // async only
+	locks    *lock.Client      // the lock strategy only
 	ready    httpapi.ReadyFunc
 	close    func()
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,9 +33,15 @@ func startServe(t *testing.T, args ...string) (string, func() error) {
 }
 
 // runServe is startServe with only args (and --addr), the log going to
-// stderr and what serve prints after its URL to rest.
-func runServe(t *testing.T, stderr, rest io.Writer, args ...string) (string, func() error) {
+// stderr and what serve prints on stdout, its first line (with the URL)
+// too, to out. Without --db, the embedded SQLite file goes to a directory
+// of the test's own, and stop checks that serve removed it.
+func runServe(t *testing.T, stderr, out io.Writer, args ...string) (string, func() error) {
 	t.Helper()
+	var tmp string
+	if !slices.Contains(args, "--db") {
+		tmp = privateTempDir(t)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -47,8 +55,9 @@ func runServe(t *testing.T, stderr, rest io.Writer, args ...string) (string, fun
 		cancel()
 		t.Fatalf("serve printed no URL: %v", err)
 	}
+	_, _ = io.WriteString(out, line)
 	copied := make(chan struct{})
-	go func() { defer close(copied); _, _ = io.Copy(rest, pr) }()
+	go func() { defer close(copied); _, _ = io.Copy(out, pr) }()
 	url, _, _ := strings.Cut(strings.TrimPrefix(line, lab.ServingPrefix), " ")
 	stopped := false
 	stop := func() error {
@@ -59,10 +68,38 @@ func runServe(t *testing.T, stderr, rest io.Writer, args ...string) (string, fun
 		cancel()
 		err := <-done
 		<-copied
+		if tmp != "" {
+			noScratchLeft(t, tmp)
+		}
 		return err
 	}
 	t.Cleanup(func() { _ = stop() })
 	return url, stop
+}
+
+// privateTempDir points TMPDIR at a directory of the test's own, so what
+// a command makes there (an embedded SQLite file, a bench's logs) is gone
+// when the test ends, and returns it.
+func privateTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
+	return dir
+}
+
+// noScratchLeft fails the test if a command left an embedded backend's
+// directory (flashsale-*) in dir.
+func noScratchLeft(t *testing.T, dir string) {
+	t.Helper()
+	left, err := filepath.Glob(filepath.Join(dir, "flashsale-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range left {
+		if !strings.HasPrefix(filepath.Base(l), "flashsale-bench-") { // a failed bench keeps its logs, and says so
+			t.Errorf("left behind: %s", l)
+		}
+	}
 }
 
 // userToken returns a token of user id for the servers these tests start.
@@ -176,12 +213,14 @@ func TestServeFinishesInFlightRequestsOnShutdown(t *testing.T) {
 
 // TestSecondSignalEndsADrainAtOnce: the first SIGINT starts a graceful
 // shutdown that waits for an order in flight; a second one ends the
-// process at once instead of after the drain.
+// process at once instead of after the drain, its embedded SQLite file
+// removed all the same.
 func TestSecondSignalEndsADrainAtOnce(t *testing.T) {
 	bin := buildFlashsale(t)
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--jwt-secret", serveSecret, "--admin-token", serveAdmin,
 		"--strategy", "conditional", "--race-window", "20s")
-	cmd.Dir = t.TempDir() // the embedded SQLite file goes there
+	tmp := t.TempDir()
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp) // the embedded SQLite file goes there
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -227,4 +266,8 @@ func TestSecondSignalEndsADrainAtOnce(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("the second SIGINT did not end the process")
 	}
+	if cmd.ProcessState.Success() {
+		t.Errorf("the second SIGINT ended serve with %v; want it killed by the signal", cmd.ProcessState)
+	}
+	noScratchLeft(t, tmp) // no deferred Close ran, yet the SQLite file went
 }

@@ -43,10 +43,57 @@ func TestServeLogsItsSetup(t *testing.T) {
 	if strings.Contains(log, "hunter2") {
 		t.Errorf("the log shows the Redis password:\n%s", log)
 	}
-	got := out.String()
+	started, got, _ := strings.Cut(out.String(), "\n")
+	if want := "flashsale: serving " + url + " (strategy lock); dashboard: " + url + "/dashboard"; started != want {
+		t.Errorf("serve started with %q, want %q", started, want)
+	}
 	prefix, suffix := "flashsale: stopped serving "+url+" (strategy lock) after ", ": 2 requests answered (1 2xx, 1 4xx, 0 5xx)\n"
 	if !strings.HasPrefix(got, prefix) || !strings.HasSuffix(got, suffix) || strings.Count(got, "\n") != 1 {
 		t.Errorf("serve printed after its URL:\n%q\nwant one line %q…%q", got, prefix, suffix)
+	}
+}
+
+// TestServeWarnsOfUnsafeStrategies: the lab's strategies that break an
+// invariant by design say so when serve starts, on stdout and in the log;
+// the safe ones do not. GET / leads to the dashboard the first line names.
+func TestServeWarnsOfUnsafeStrategies(t *testing.T) {
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	tests := []struct {
+		strategy, warning string // "" for none
+	}{
+		{"naive", "strategy naive is UNSAFE BY DESIGN: it loses stock updates and oversells; it is for the load lab, never for a real sale"},
+		{"mutex", "strategy mutex is UNSAFE BY DESIGN: it oversells with more than one instance (its mutex is per process); it is for the load lab, never for a real sale"},
+		{"optimistic", "strategy optimistic is UNSAFE BY DESIGN: it turns buyers away while stock is left (undersells); it is for the load lab, never for a real sale"},
+		{"conditional", ""},
+		{"async", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.strategy, func(t *testing.T) {
+			var logs, out testenv.Buffer
+			url, stop := runServe(t, &logs, &out, "--jwt-secret", serveSecret, "--admin-token", serveAdmin, "--strategy", tt.strategy)
+			res, err := noRedirect.Get(url + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusFound || res.Header.Get("Location") != "/dashboard" {
+				t.Errorf("GET / answered %s, Location %q; want 302 to /dashboard", res.Status, res.Header.Get("Location"))
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(out.String(), "\n")
+			if want := "; dashboard: " + url + "/dashboard"; !strings.HasSuffix(lines[0], want) {
+				t.Errorf("the first line %q does not end in %q", lines[0], want)
+			}
+			warned := lines[1] == "flashsale: WARNING: "+tt.warning && strings.Contains(logs.String(), `level=WARN msg="`+tt.warning+`"`)
+			if tt.warning == "" {
+				warned = strings.Contains(out.String()+logs.String(), "UNSAFE")
+			}
+			if warned != (tt.warning != "") {
+				t.Errorf("want the warning %q (none if empty) on stdout and in the log; stdout:\n%s\nlog:\n%s", tt.warning, out.String(), logs.String())
+			}
+		})
 	}
 }
 

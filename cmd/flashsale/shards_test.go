@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/reconcile"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/store"
 )
@@ -42,7 +42,7 @@ func TestShardedInstanceKilledMidSale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rep, err := async.NewReconciler(r.redis, db, async.ReconcilerConfig{Prefix: r.prefix}).Check(ctx, r.voucher)
+	rep, err := reconcile.New(r.redis, db, reconcile.Config{Prefix: r.prefix}).Check(ctx, r.voucher)
 	if err != nil || len(rep.Diffs) != 0 || rep.Stock != 0 || rep.Buyers != stock {
 		t.Errorf("reconcile: %+v, %v; want no differences, no stock, %d buyers", rep, err, stock)
 	}

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
 
-	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/metrics"
 )
 
@@ -43,7 +44,7 @@ func (c *answerCounter) String() string {
 }
 
 // consumerSummary is what a stream consumer did, in one line.
-func consumerSummary(c *async.Consumer) string {
+func consumerSummary(c *consume.Consumer) string {
 	s := c.Stats()
 	return fmt.Sprintf("consumer %s: %d persisted, %d already present, %d dead-lettered, %d claimed",
 		c.Name(), s.Persisted, s.AlreadyPresent, s.DeadLettered, s.Claimed)
@@ -56,6 +57,18 @@ func serveSummary(inst *instance, cfg serveConfig, up time.Duration) string {
 		line += "; " + consumerSummary(inst.svc.consumer)
 	}
 	return line
+}
+
+// warnUnsafe says at start, on stdout and in the log, that the strategy
+// breaks an invariant by design: it is for the lab, not a sale.
+func warnUnsafe(cfg serveConfig, log *slog.Logger, stdout io.Writer) {
+	entry, _ := lookupStrategy(cfg.strategy) // validated
+	if entry.unsafe == "" {
+		return
+	}
+	msg := fmt.Sprintf("strategy %s is UNSAFE BY DESIGN: it %s; it is for the load lab, never for a real sale", cfg.strategy, entry.unsafe)
+	fmt.Fprintln(stdout, "flashsale: WARNING:", msg)
+	log.Warn(msg)
 }
 
 // warnNoAdminToken says at start that admin routes cannot be used: a

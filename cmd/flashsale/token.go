@@ -20,7 +20,7 @@ func tokenCommand(stdout io.Writer) *ffcli.Command {
 	var secret jwtSecretFlags
 	secret.register(fs, "HS256 secret the server verifies tokens with")
 	user := fs.String("user", "", "a user id (42) or an inclusive range (1-1000); one token per line")
-	ttl := fs.Duration("ttl", 24*time.Hour, "how long the tokens are valid")
+	ttl := fs.Duration("ttl", 24*time.Hour, fmt.Sprintf("how long the tokens are valid (servers accept them %s longer, for clocks that differ)", auth.Leeway))
 	return &ffcli.Command{
 		Name:       "token",
 		ShortUsage: "flashsale token (--jwt-secret S | --jwt-secret-file F) --user 42|1-1000",

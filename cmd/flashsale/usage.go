@@ -14,17 +14,24 @@ import (
 // helpWidth is the column the help text wraps at.
 const helpWidth = 80
 
-// usageText is a command's help: its usage line, what it does (wrapped),
-// its subcommands, and each flag with its default, its help (wrapped) and,
-// for a command that reads the environment, its FLASHSALE_* variable.
+// usageText is a command's help: its usage line, what it does (wrapped;
+// a paragraph of LongHelp whose lines are indented, an example, as it is),
+// its subcommands, and each flag (but the refused ones) with its default,
+// its help (wrapped) and, for a command that reads the environment, its
+// FLASHSALE_* variable.
 func usageText(c *ffcli.Command) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Usage: %s\n\n", c.ShortUsage)
 	if c.ShortHelp != "" {
 		fmt.Fprintf(&b, "%s\n", wrap(strings.ToUpper(c.ShortHelp[:1])+c.ShortHelp[1:]+".", 0))
 	}
-	if c.LongHelp != "" {
-		fmt.Fprintf(&b, "\n%s\n", wrap(c.LongHelp, 0))
+	for _, p := range strings.Split(c.LongHelp, "\n\n") {
+		if !strings.HasPrefix(p, " ") {
+			p = wrap(p, 0)
+		}
+		if p != "" {
+			fmt.Fprintf(&b, "\n%s\n", p)
+		}
 	}
 	if len(c.Subcommands) > 0 {
 		b.WriteString("\nCommands:\n")
@@ -37,6 +44,9 @@ func usageText(c *ffcli.Command) string {
 	env := len(c.Options) > 0
 	first := true
 	c.FlagSet.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(*refusedFlag); ok {
+			return
+		}
 		if first {
 			b.WriteString("\nFlags:\n")
 			first = false
@@ -57,6 +67,14 @@ func usageText(c *ffcli.Command) string {
 	})
 	return b.String()
 }
+
+// refusedFlag is a flag a command takes only to refuse it with a better
+// answer than "unknown flag" (demo's --redis: use bench); help leaves it
+// out.
+type refusedFlag struct{ value string }
+
+func (f *refusedFlag) String() string     { return f.value }
+func (f *refusedFlag) Set(s string) error { f.value = s; return nil }
 
 func isBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })

@@ -1,23 +1,23 @@
-package async
+package consume
 
 import (
+	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale/async/internal/layout"
+	"github.com/flashsale/flashsale/async/reconcile"
 )
 
-// ConsumerConfig configures a Consumer. Zero fields take the defaults.
-type ConsumerConfig struct {
-	// Prefix and Group must be the Service's.
+// Config configures a Consumer. Zero fields take the defaults.
+type Config struct {
+	// Prefix and Group must be the gate's (async.Config).
 	Prefix string
 	Group  string
 	// Name is the consumer's name in the group, unique per process
@@ -53,14 +53,14 @@ type ConsumerConfig struct {
 	// a consumer found it so (default 1h; negative: forever). Audit is
 	// where reconciliation reads MySQL; without it keys are never retired.
 	RetireAfter time.Duration
-	Audit       AuditStore
+	Audit       reconcile.AuditStore
 	// Logger gets dead letters, retries and lost entries (default
 	// slog.Default()).
 	Logger *slog.Logger
 }
 
-// ConsumerStats are a Consumer's counters since NewConsumer.
-type ConsumerStats struct {
+// Stats are a Consumer's counters since New.
+type Stats struct {
 	// Persisted counts orders this consumer inserted into MySQL;
 	// AlreadyPresent those that were there already (redeliveries).
 	Persisted, AlreadyPresent uint64
@@ -85,51 +85,40 @@ type ConsumerStats struct {
 type Consumer struct {
 	client rueidis.Client
 	db     Persister
-	keys   keyspace
-	cfg    ConsumerConfig
+	keys   layout.Keyspace
+	cfg    Config
 	log    *slog.Logger
 
 	persisted, alreadyPresent, deadLettered, claimed, retries, batches, lost atomic.Uint64
 }
 
-// NewConsumer returns a Consumer that persists into db.
-func NewConsumer(client rueidis.Client, db Persister, cfg ConsumerConfig) *Consumer {
-	cfg.Prefix = orDefault(cfg.Prefix, DefaultPrefix)
-	cfg.Group = orDefault(cfg.Group, DefaultGroup)
+// New returns a Consumer that persists into db.
+func New(client rueidis.Client, db Persister, cfg Config) *Consumer {
+	cfg.Prefix = cmp.Or(cfg.Prefix, layout.DefaultPrefix)
+	cfg.Group = cmp.Or(cfg.Group, layout.DefaultGroup)
 	if cfg.Name == "" {
-		cfg.Name = defaultName()
+		cfg.Name = layout.InstanceName()
 	}
-	cfg.BatchSize = orDefault(cfg.BatchSize, 500)
-	cfg.Block = orDefault(cfg.Block, time.Second)
-	cfg.ClaimIdle = orDefault(cfg.ClaimIdle, 30*time.Second)
-	cfg.MaxDeliveries = orDefault(cfg.MaxDeliveries, 5)
-	cfg.Refresh = orDefault(cfg.Refresh, 2*time.Second)
-	cfg.RetryMin = orDefault(cfg.RetryMin, 100*time.Millisecond)
-	cfg.RetryMax = orDefault(cfg.RetryMax, 5*time.Second)
-	cfg.PersistTimeout = orDefault(cfg.PersistTimeout, cfg.ClaimIdle/3)
-	cfg.RetireAfter = orDefault(cfg.RetireAfter, time.Hour)
-	cfg.Logger = orDefault(cfg.Logger, slog.Default())
-	return &Consumer{client: client, db: db, keys: keyspace{cfg.Prefix}, cfg: cfg,
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 500)
+	cfg.Block = cmp.Or(cfg.Block, time.Second)
+	cfg.ClaimIdle = cmp.Or(cfg.ClaimIdle, 30*time.Second)
+	cfg.MaxDeliveries = cmp.Or(cfg.MaxDeliveries, 5)
+	cfg.Refresh = cmp.Or(cfg.Refresh, 2*time.Second)
+	cfg.RetryMin = cmp.Or(cfg.RetryMin, 100*time.Millisecond)
+	cfg.RetryMax = cmp.Or(cfg.RetryMax, 5*time.Second)
+	cfg.PersistTimeout = cmp.Or(cfg.PersistTimeout, cfg.ClaimIdle/3)
+	cfg.RetireAfter = cmp.Or(cfg.RetireAfter, time.Hour)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	return &Consumer{client: client, db: db, keys: layout.New(cfg.Prefix), cfg: cfg,
 		log: cfg.Logger.With("consumer", cfg.Name)}
-}
-
-// defaultName returns hostname-pid-random.
-func defaultName() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b) // never fails
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
 // Name returns the consumer's name in the group.
 func (c *Consumer) Name() string { return c.cfg.Name }
 
 // Stats returns the consumer's counters.
-func (c *Consumer) Stats() ConsumerStats {
-	return ConsumerStats{
+func (c *Consumer) Stats() Stats {
+	return Stats{
 		Persisted: c.persisted.Load(), AlreadyPresent: c.alreadyPresent.Load(),
 		DeadLettered: c.deadLettered.Load(), Claimed: c.claimed.Load(),
 		Retries: c.retries.Load(), Batches: c.batches.Load(), Lost: c.lost.Load(),
@@ -168,7 +157,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 				if _, ok := workers[m]; !ok {
 					wctx, stop := context.WithCancel(ctx)
 					workers[m] = stop
-					w := &worker{c: c, voucher: id, keys: c.keys.tagged(m)}
+					w := &worker{c: c, voucher: id, keys: c.keys.Tagged(m)}
 					wg.Go(func() { w.run(wctx) })
 				}
 			}
@@ -185,15 +174,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // registered returns the members of the registry of vouchers, each
-// with its voucher: a voucher's id, or a shard's tag (shard.go).
+// with its voucher: a voucher's id, or a shard's tag.
 func (c *Consumer) registered(ctx context.Context) (map[string]int64, error) {
-	members, err := c.client.Do(ctx, c.client.B().Smembers().Key(c.keys.registry()).Build()).AsStrSlice()
+	members, err := c.client.Do(ctx, c.client.B().Smembers().Key(c.keys.Registry()).Build()).AsStrSlice()
 	if err != nil {
 		return nil, err
 	}
 	ids := make(map[string]int64, len(members))
 	for _, m := range members {
-		id, _, ok := parseMember(m)
+		id, _, ok := layout.ParseMember(m)
 		if !ok {
 			c.log.Error("async: ignoring a malformed voucher id in the registry", "member", m)
 			continue
@@ -208,35 +197,7 @@ func (c *Consumer) registered(ctx context.Context) (map[string]int64, error) {
 // delivered yet, or delivered and pending). Dead letters are not counted.
 // It is what a readiness check watches.
 func (c *Consumer) Backlog(ctx context.Context) (int64, error) {
-	return backlog(ctx, c.client, c.keys, c.cfg.Group)
-}
-
-// backlog sums backlog.lua over the registered vouchers, in one pipeline.
-func backlog(ctx context.Context, client rueidis.Client, keys keyspace, group string) (int64, error) {
-	members, err := client.Do(ctx, client.B().Smembers().Key(keys.registry()).Build()).AsStrSlice()
-	if err != nil {
-		return 0, fmt.Errorf("async: backlog: %w", err)
-	}
-	if len(members) == 0 {
-		return 0, nil
-	}
-	execs := make([]rueidis.LuaExec, 0, len(members))
-	for _, m := range members {
-		if _, _, ok := parseMember(m); !ok {
-			continue
-		}
-		vk := keys.tagged(m)
-		execs = append(execs, rueidis.LuaExec{Keys: []string{vk.orders, vk.meta}, Args: []string{group}})
-	}
-	var total int64
-	for _, r := range backlogScript.ExecMulti(ctx, client, execs...) {
-		v, err := r.AsIntSlice()
-		if err != nil {
-			return 0, fmt.Errorf("async: backlog: %w", err)
-		}
-		total += v[0]
-	}
-	return total, nil
+	return layout.Backlog(ctx, c.client, c.keys, c.cfg.Group)
 }
 
 // isNoGroup reports whether err says the stream or its group is missing:

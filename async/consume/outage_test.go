@@ -1,10 +1,12 @@
-package async
+package consume_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -16,29 +18,29 @@ func TestMySQLOutageLosesAndDoublesNothing(t *testing.T) {
 	)
 	mariadb := testenv.StartMariaDB(t)
 	client, prefix := testenv.Redis(t)
-	e := newEnvOn(t, client, prefix, mariadb.DSN(), mariadb.URL())
+	e := &env{asynctest.NewOn(t, client, prefix, mariadb.DSN(), mariadb.URL())}
 	ctx := context.Background()
-	v := e.voucher(stock)
+	v := e.Voucher(stock)
 
 	// Two consumers; ClaimIdle is well below the outage, so each would
 	// take over the other's batch (a delivery each time) if they did not
 	// keep touching the batches they retry.
-	cfg := e.consumerConfig()
+	cfg := e.ConsumerConfig()
 	cfg.ClaimIdle = 3 * time.Second
 	cfg.PersistTimeout = time.Second
-	consumers := []*Consumer{NewConsumer(e.client, e.db, cfg), NewConsumer(e.client, e.db, cfg)}
+	consumers := []*consume.Consumer{consume.New(e.Client, e.DB, cfg), consume.New(e.Client, e.DB, cfg)}
 	for _, c := range consumers {
-		e.run(c)
+		e.Run(c)
 	}
-	accepted := e.buy(v.ID, users(1, before)...)
-	e.waitDrained(v.ID, before)
+	accepted := e.Buy(v.ID, asynctest.Users(1, before)...)
+	e.WaitDrained(v.ID, before)
 
 	mariadb.Stop()
 	start := time.Now()
-	accepted = append(accepted, e.buy(v.ID, users(before+1, stock)...)...)
+	accepted = append(accepted, e.Buy(v.ID, asynctest.Users(before+1, stock)...)...)
 	var backlog int64
 	for time.Since(start) < outage {
-		n, err := e.svc.Backlog(ctx)
+		n, err := e.Svc.Backlog(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,14 +50,14 @@ func TestMySQLOutageLosesAndDoublesNothing(t *testing.T) {
 	if backlog != stock-before {
 		t.Errorf("largest backlog during the outage %d, want the %d orders accepted meanwhile", backlog, stock-before)
 	}
-	if dead := e.deadLetters(v.ID); len(dead) != 0 {
+	if dead := e.DeadLetters(v.ID); len(dead) != 0 {
 		t.Fatalf("dead letters during the outage: %v", dead)
 	}
 	mariadb.Start()
 
-	e.waitDrained(v.ID, stock)
-	e.checkSold(v, accepted)
-	if dead := e.deadLetters(v.ID); len(dead) != 0 {
+	e.WaitDrained(v.ID, stock)
+	e.CheckSold(v, accepted)
+	if dead := e.DeadLetters(v.ID); len(dead) != 0 {
 		t.Errorf("dead letters after the outage: %v", dead)
 	}
 	var retries, claimed uint64

@@ -1,4 +1,4 @@
-package async
+package reconcile_test
 
 import (
 	"context"
@@ -7,63 +7,51 @@ import (
 	"testing"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
-// kinds returns the kinds, users and fixed flags of diffs, sorted, as
-// "kind user fixed" lines.
-func kinds(diffs []Diff) []string {
-	var out []string
-	for _, d := range diffs {
-		fixed := ""
-		if d.Fixed {
-			fixed = " fixed"
-		}
-		out = append(out, string(d.Kind)+" "+itoa(d.UserID)+fixed)
-	}
-	slices.Sort(out)
-	return out
-}
-
 func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
-	e := newEnv(t)
+	e := asynctest.New(t)
 	ctx := context.Background()
-	v := e.voucher(20)
-	vk := e.svc.keys.voucher(v.ID)
-	r := e.reconciler()
+	v := e.Voucher(20)
+	vk := e.Keys.Voucher(v.ID)
+	r := e.Reconciler()
 
-	persisted := e.buy(v.ID, users(1, 10)...)
-	stop := e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, 10)
+	persisted := e.Buy(v.ID, asynctest.Users(1, 10)...)
+	stop := e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, 10)
 	stop()
 	if rep, err := r.Check(ctx, v.ID); err != nil || len(rep.Diffs) != 0 || rep.Buyers != 10 || rep.Orders != 10 {
 		t.Fatalf("before crafting: %+v, %v; want no differences", rep, err)
 	}
 
 	// User 1's order is deleted from MySQL (and its unit given back there).
-	if _, err := e.sql.Exec("DELETE FROM orders WHERE id = ?", persisted[0].ID); err != nil {
+	if _, err := e.SQL.Exec("DELETE FROM orders WHERE id = ?", persisted[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.sql.Exec("UPDATE vouchers SET remaining = remaining + 1 WHERE id = ?", v.ID); err != nil {
+	if _, err := e.SQL.Exec("UPDATE vouchers SET remaining = remaining + 1 WHERE id = ?", v.ID); err != nil {
 		t.Fatal(err)
 	}
 	// User 11's order is dead-lettered by a consumer.
-	e.buyDeadLettered(v.ID, 11, "crafted", "")
+	buyDeadLettered(e, v.ID, 11, "crafted", "")
 	// User 12's entry is lost from the stream before anyone read it.
-	lost := e.buy(v.ID, 12)[0]
-	unread, err := e.do(e.client.B().Xrange().Key(vk.orders).Start("-").End("+").Build()).AsXRange()
+	lost := e.Buy(v.ID, 12)[0]
+	unread, err := e.Do(e.Client.B().Xrange().Key(vk.Orders).Start("-").End("+").Build()).AsXRange()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.do(e.client.B().Xdel().Key(vk.orders).Id(unread[len(unread)-1].ID).Build())
+	e.Do(e.Client.B().Xdel().Key(vk.Orders).Id(unread[len(unread)-1].ID).Build())
 	// User 13's order is waiting in the stream: in flight, no difference.
-	waiting := e.buy(v.ID, 13)
+	waiting := e.Buy(v.ID, 13)
 
 	rep, err := r.Check(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"dead_letter 11", "lost_order 1", "lost_order 12"}
-	if got := kinds(rep.Diffs); !slices.Equal(got, want) || rep.InFlight != 1 || rep.DeadLetters != 1 {
+	if got := asynctest.Kinds(rep.Diffs); !slices.Equal(got, want) || rep.InFlight != 1 || rep.DeadLetters != 1 {
 		t.Fatalf("report = %v, in flight %d, dead letters %d; want %v, 1, 1", got, rep.InFlight, rep.DeadLetters, want)
 	}
 
@@ -72,43 +60,43 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = []string{"dead_letter 11 fixed", "lost_order 1 fixed", "lost_order 12 fixed"}
-	if got := kinds(rep.Diffs); !slices.Equal(got, want) {
+	if got := asynctest.Kinds(rep.Diffs); !slices.Equal(got, want) {
 		t.Fatalf("fix = %v; want %v", got, want)
 	}
 	// User 11 got the unit back and may buy again.
-	again := e.buy(v.ID, 11)
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, 13)
+	again := e.Buy(v.ID, 11)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, 13)
 	rep, err = r.Check(ctx, v.ID)
 	if err != nil || len(rep.Diffs) != 0 {
 		t.Fatalf("after the repair and the drain: %+v, %v; want no differences", rep, err)
 	}
-	e.checkSold(v, slices.Concat(persisted, []*flashsale.Order{lost}, waiting, again))
+	e.CheckSold(v, slices.Concat(persisted, []*flashsale.Order{lost}, waiting, again))
 }
 
 func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
-	e := newEnv(t)
+	e := asynctest.New(t)
 	ctx := context.Background()
-	v := e.voucher(10)
-	vk := e.svc.keys.voucher(v.ID)
-	r := e.reconciler()
-	accepted := e.buy(v.ID, 1, 2)
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, 2)
+	v := e.Voucher(10)
+	vk := e.Keys.Voucher(v.ID)
+	r := e.Reconciler()
+	accepted := e.Buy(v.ID, 1, 2)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, 2)
 
 	// Redis records another order id for user 1 than MySQL holds.
-	e.do(e.client.B().Hset().Key(vk.buyers).FieldValue().FieldValue("1", itoa(accepted[0].ID+7)).Build())
+	e.Do(e.Client.B().Hset().Key(vk.Buyers).FieldValue().FieldValue("1", itoa(accepted[0].ID+7)).Build())
 	// MySQL has an order for user 3, whom Redis never accepted.
-	if err := e.db.InsertOrder(ctx, &flashsale.Order{ID: accepted[1].ID + 100, VoucherID: v.ID, UserID: 3}); err != nil {
+	if err := e.DB.InsertOrder(ctx, &flashsale.Order{ID: accepted[1].ID + 100, VoucherID: v.ID, UserID: 3}); err != nil {
 		t.Fatal(err)
 	}
 	// A voucher created in MySQL only.
-	id, err := e.ids.NextID(ctx)
+	id, err := e.IDs.NextID(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cold := &flashsale.Voucher{ID: id, Title: "cold", Stock: 5, BeginTime: v.BeginTime, EndTime: v.EndTime}
-	if err := e.db.CreateVoucher(ctx, cold); err != nil {
+	if err := e.DB.CreateVoucher(ctx, cold); err != nil {
 		t.Fatal(err)
 	}
 
@@ -118,7 +106,7 @@ func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
 	}
 	var got []string
 	for _, rep := range reports {
-		got = append(got, kinds(rep.Diffs)...)
+		got = append(got, asynctest.Kinds(rep.Diffs)...)
 	}
 	slices.Sort(got)
 	// The order of user 3 is an order nobody took stock for in MySQL
@@ -127,7 +115,7 @@ func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("reports = %v; want %v", got, want)
 	}
-	order, err := e.do(e.client.B().Hget().Key(vk.buyers).Field("1").Build()).ToString()
+	order, err := e.Do(e.Client.B().Hget().Key(vk.Buyers).Field("1").Build()).ToString()
 	if err != nil || order != itoa(accepted[0].ID) {
 		t.Errorf("buyer 1 after the repair records order %q, %v; want MySQL's %d", order, err, accepted[0].ID)
 	}
@@ -145,35 +133,35 @@ func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
 // between its append and its registration) are a difference, repaired by
 // registering the voucher, after which a consumer persists them.
 func TestReconcileRegistersAVoucherWithUnreadOrders(t *testing.T) {
-	e := newEnv(t)
+	e := asynctest.New(t)
 	ctx := context.Background()
-	v := e.voucher(10)
-	r := e.reconciler()
-	waiting := e.buy(v.ID, 1, 2)
-	e.do(e.client.B().Srem().Key(e.svc.keys.registry()).Member(itoa(v.ID)).Build())
+	v := e.Voucher(10)
+	r := e.Reconciler()
+	waiting := e.Buy(v.ID, 1, 2)
+	e.Do(e.Client.B().Srem().Key(e.Keys.Registry()).Member(itoa(v.ID)).Build())
 
 	rep, err := r.Check(ctx, v.ID)
-	if got, want := kinds(rep.Diffs), []string{"unregistered 0"}; err != nil || !slices.Equal(got, want) || rep.InFlight != 2 {
+	if got, want := asynctest.Kinds(rep.Diffs), []string{"unregistered 0"}; err != nil || !slices.Equal(got, want) || rep.InFlight != 2 {
 		t.Fatalf("report = %v, in flight %d, %v; want %v, 2", got, rep.InFlight, err, want)
 	}
 	rep, err = r.Repair(ctx, v.ID)
-	if got, want := kinds(rep.Diffs), []string{"unregistered 0 fixed"}; err != nil || !slices.Equal(got, want) {
+	if got, want := asynctest.Kinds(rep.Diffs), []string{"unregistered 0 fixed"}; err != nil || !slices.Equal(got, want) {
 		t.Fatalf("fix = %v, %v; want %v", got, err, want)
 	}
-	e.run(NewConsumer(e.client, e.db, e.consumerConfig()))
-	e.waitDrained(v.ID, 2)
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, 2)
 	if rep, err := r.Check(ctx, v.ID); err != nil || len(rep.Diffs) != 0 {
-		t.Fatalf("after the repair and the drain: %v, %v; want no differences", kinds(rep.Diffs), err)
+		t.Fatalf("after the repair and the drain: %v, %v; want no differences", asynctest.Kinds(rep.Diffs), err)
 	}
-	e.checkSold(v, waiting)
+	e.CheckSold(v, waiting)
 }
 
 // TestReconcileDecidesDeadLettersByKind: whether a dead-lettered unit is
 // given back is decided on the entry's kind; an entry written before dead
 // letters had a kind (only the text reason) is judged by its reason.
 func TestReconcileDecidesDeadLettersByKind(t *testing.T) {
-	e := newEnv(t)
-	v := e.voucher(10)
+	e := asynctest.New(t)
+	v := e.Voucher(10)
 	stockShortText := "store: stock short: voucher " + itoa(v.ID) + " has 0 left, the batch needs 1"
 	// user → dead.lua's reason and kind; an empty kind is the old format
 	// (the script is called without the kind argument).
@@ -184,17 +172,17 @@ func TestReconcileDecidesDeadLettersByKind(t *testing.T) {
 	}{
 		{1, stockShortText, "", false},           // old format, stock short
 		{2, "conflict: another order", "", true}, // old format, anything else
-		{3, "reason text says nothing", string(DeadStockShort), false},
-		{4, stockShortText, string(DeadConflict), true}, // the kind wins over the text
+		{3, "reason text says nothing", string(layout.DeadStockShort), false},
+		{4, stockShortText, string(layout.DeadConflict), true}, // the kind wins over the text
 	}
 	for _, l := range letters {
-		e.buyDeadLettered(v.ID, l.user, l.reason, l.kind)
+		buyDeadLettered(e, v.ID, l.user, l.reason, l.kind)
 	}
-	dead := e.deadLetters(v.ID)
-	if len(dead) != 4 || dead[0].FieldValues[fieldKind] != "" || dead[2].FieldValues[fieldKind] != string(DeadStockShort) {
-		t.Fatalf("dead letters = %v; want 4, the first without a kind, the third %s", dead, DeadStockShort)
+	dead := e.DeadLetters(v.ID)
+	if len(dead) != 4 || dead[0].FieldValues[layout.FieldKind] != "" || dead[2].FieldValues[layout.FieldKind] != string(layout.DeadStockShort) {
+		t.Fatalf("dead letters = %v; want 4, the first without a kind, the third %s", dead, layout.DeadStockShort)
 	}
-	rep, err := e.reconciler().Repair(context.Background(), v.ID)
+	rep, err := e.Reconciler().Repair(context.Background(), v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,33 +195,11 @@ func TestReconcileDecidesDeadLettersByKind(t *testing.T) {
 		}
 	}
 	slices.Sort(want)
-	if got := kinds(rep.Diffs); !slices.Equal(got, want) {
+	if got := asynctest.Kinds(rep.Diffs); !slices.Equal(got, want) {
 		t.Fatalf("repair = %v; want %v", got, want)
 	}
-	stock, err := e.do(e.client.B().Hget().Key(e.svc.keys.voucher(v.ID).meta).Field("stock").Build()).AsInt64()
+	stock, err := e.Do(e.Client.B().Hget().Key(e.Keys.Voucher(v.ID).Meta).Field("stock").Build()).AsInt64()
 	if err != nil || stock != 10-4+2 {
 		t.Errorf("Redis stock after the repair = %d, %v; want %d (two units given back)", stock, err, 10-4+2)
-	}
-}
-
-// reconciler returns a Reconciler on the env's Redis, store and prefix.
-func (e *env) reconciler() *Reconciler {
-	return NewReconciler(e.client, e.db, ReconcilerConfig{Prefix: e.prefix, Logger: e.log})
-}
-
-// buyDeadLettered buys for user and dead-letters the order as a consumer
-// would, with reason and kind; an empty kind writes the format of before
-// dead letters had one.
-func (e *env) buyDeadLettered(voucherID, user int64, reason, kind string) {
-	e.t.Helper()
-	vk := e.svc.keys.voucher(voucherID)
-	e.buy(voucherID, user)
-	entry := e.deliver(voucherID, "c", 1)[0]
-	args := []string{DefaultGroup, entry.ID, entry.FieldValues[fieldOrder], itoa(user), reason, "1"}
-	if kind != "" {
-		args = append(args, kind)
-	}
-	if err := deadScript.Exec(context.Background(), e.client, []string{vk.orders, vk.dead, vk.failed}, args).Error(); err != nil {
-		e.t.Fatal(err)
 	}
 }

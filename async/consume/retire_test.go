@@ -1,4 +1,4 @@
-package async
+package consume_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // TestFinishedSaleIsRetired ends two sales: the drained one's keys are
@@ -17,47 +20,47 @@ func TestFinishedSaleIsRetired(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	begin, end := time.Now().Add(-time.Minute), time.Now().Add(2*time.Second)
-	v, kept := e.voucher(20, begin, end), e.voucher(20, begin, end)
-	accepted := e.buy(v.ID, users(1, 10)...)
-	kk := e.svc.keys.voucher(kept.ID)
-	e.do(e.client.B().Xadd().Key(kk.orders).Id("*").FieldValue().FieldValue(fieldOrder, "x").FieldValue(fieldUser, "1").Build())
-	e.buy(kept.ID, 2)
-	cfg := e.consumerConfig()
-	cfg.RetireAfter, cfg.Audit = 300*time.Millisecond, e.db
-	e.run(NewConsumer(e.client, e.db, cfg))
-	e.waitDrained(v.ID, 10)
+	v, kept := e.Voucher(20, begin, end), e.Voucher(20, begin, end)
+	accepted := e.Buy(v.ID, asynctest.Users(1, 10)...)
+	kk := e.Keys.Voucher(kept.ID)
+	e.Do(e.Client.B().Xadd().Key(kk.Orders).Id("*").FieldValue().FieldValue(layout.FieldOrder, "x").FieldValue(layout.FieldUser, "1").Build())
+	e.Buy(kept.ID, 2)
+	cfg := e.ConsumerConfig()
+	cfg.RetireAfter, cfg.Audit = 300*time.Millisecond, e.DB
+	e.Run(consume.New(e.Client, e.DB, cfg))
+	e.WaitDrained(v.ID, 10)
 
-	e.waitFor("the drained sale's keys to be deleted", 30*time.Second, func() (bool, error) {
+	e.WaitFor("the drained sale's keys to be deleted", 30*time.Second, func() (bool, error) {
 		return e.keysLeft(v.ID) == 0, nil
 	})
 	if n := e.keysLeft(kept.ID); n == 0 {
 		t.Fatal("the sale with a dead letter was retired")
 	}
-	rep, err := e.reconciler().Check(ctx, v.ID)
+	rep, err := e.Reconciler().Check(ctx, v.ID)
 	if err != nil || !rep.Retired || len(rep.Diffs) != 0 || rep.Orders != 10 {
 		t.Fatalf("reconcile of the retired sale: %+v, %v; want retired, 10 orders, no differences", rep, err)
 	}
-	got, err := e.svc.FindVoucher(ctx, v.ID)
+	got, err := e.Svc.FindVoucher(ctx, v.ID)
 	if err != nil || got.Remaining != 10 || got.Orders != 10 {
 		t.Fatalf("FindVoucher of the retired sale: %+v, %v; want 10 remaining, 10 orders", got, err)
 	}
-	if _, err := e.svc.PlaceOrder(ctx, v.ID, 11); code(err) != flashsale.EEnded {
+	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 11); asynctest.Code(err) != flashsale.EEnded {
 		t.Fatalf("an order for the retired sale: %v; want ended", err)
 	}
 	if n := e.keysLeft(v.ID); n != 0 {
 		t.Fatalf("an order for the retired sale loaded %d keys back", n)
 	}
 	for _, o := range accepted {
-		if got, err := e.svc.FindOrder(ctx, o.ID); err != nil || got.Status != flashsale.StatusCreated {
+		if got, err := e.Svc.FindOrder(ctx, o.ID); err != nil || got.Status != flashsale.StatusCreated {
 			t.Fatalf("order %d of the retired sale: %+v, %v", o.ID, got, err)
 		}
 	}
 
-	e.do(e.client.B().Del().Key(kk.dead).Build()) // a person dealt with it
-	e.waitFor("the other sale's keys to be deleted", 30*time.Second, func() (bool, error) {
+	e.Do(e.Client.B().Del().Key(kk.Dead).Build()) // a person dealt with it
+	e.WaitFor("the other sale's keys to be deleted", 30*time.Second, func() (bool, error) {
 		return e.keysLeft(kept.ID) == 0, nil
 	})
-	n, err := e.client.Do(ctx, e.client.B().Zcard().Key(e.svc.keys.retiring()).Build()).AsInt64()
+	n, err := e.Client.Do(ctx, e.Client.B().Zcard().Key(e.Keys.Retiring()).Build()).AsInt64()
 	if err != nil || n != 0 {
 		t.Fatalf("retiring set holds %d, %v; want it empty", n, err)
 	}
@@ -65,11 +68,11 @@ func TestFinishedSaleIsRetired(t *testing.T) {
 
 // keysLeft counts the voucher's keys in Redis.
 func (e *env) keysLeft(voucherID int64) int64 {
-	e.t.Helper()
-	vk := e.svc.keys.voucher(voucherID)
-	n, err := e.do(e.client.B().Exists().Key(vk.meta, vk.buyers, vk.orders, vk.dead, vk.failed, vk.tries).Build()).AsInt64()
+	e.T.Helper()
+	vk := e.Keys.Voucher(voucherID)
+	n, err := e.Do(e.Client.B().Exists().Key(vk.Meta, vk.Buyers, vk.Orders, vk.Dead, vk.Failed, vk.Tries).Build()).AsInt64()
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return n
 }

@@ -1,4 +1,4 @@
-package async
+package consume_test
 
 import (
 	"context"
@@ -15,10 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async"
+	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/async/internal/layout"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/store"
-	"github.com/redis/rueidis"
 )
 
 // The multi-process tests re-run this test binary as a consumer process,
@@ -47,7 +52,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunMain(m))
 }
 
-// runConsumerProcess runs a Consumer until SIGTERM or SIGKILL. Setup
+// runConsumerProcess runs a consume.Consumer until SIGTERM or SIGKILL. Setup
 // errors panic: the process exits and the test waiting for it fails.
 func runConsumerProcess() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
@@ -68,7 +73,7 @@ func runConsumerProcess() {
 	}
 	p := &helperPersister{db: db, client: client, prefix: os.Getenv(helperPrefix),
 		hangAfter: atoi(helperHangAfter), poison: atoi(helperPoison)}
-	c := NewConsumer(client, p, ConsumerConfig{
+	c := consume.New(client, p, consume.Config{
 		Prefix:        os.Getenv(helperPrefix),
 		Name:          os.Getenv(helperName),
 		BatchSize:     int(atoi(helperBatch)),
@@ -93,8 +98,8 @@ type helperPersister struct {
 	inserted  atomic.Int64
 }
 
-// PersistOrders implements Persister.
-func (p *helperPersister) PersistOrders(ctx context.Context, orders []flashsale.Order) (store.PersistResult, error) {
+// PersistOrders implements consume.Persister.
+func (p *helperPersister) PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error) {
 	if p.poison != 0 && slices.ContainsFunc(orders, func(o flashsale.Order) bool { return o.ID == p.poison }) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
@@ -127,7 +132,7 @@ func startConsumer(t *testing.T, e *env, name string, settings ...string) *consu
 	}
 	defer logFile.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", helperPrefix+"="+e.prefix, helperURL+"="+e.url, helperName+"="+name)
+	cmd.Env = append(os.Environ(), helperEnv+"=1", helperPrefix+"="+e.Prefix, helperURL+"="+e.URL, helperName+"="+name)
 	cmd.Env = append(cmd.Env, settings...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
@@ -157,25 +162,25 @@ func (p *consumerProcess) kill() {
 // pendingOf returns the entries of the voucher's stream pending on a
 // consumer.
 func (e *env) pendingOf(voucherID int64, consumer string) int {
-	e.t.Helper()
-	key := e.svc.keys.voucher(voucherID).orders
-	p, err := e.do(e.client.B().Xpending().Key(key).Group(DefaultGroup).Start("-").End("+").Count(10000).Consumer(consumer).Build()).ToArray()
+	e.T.Helper()
+	key := e.Keys.Voucher(voucherID).Orders
+	p, err := e.Do(e.Client.B().Xpending().Key(key).Group(async.DefaultGroup).Start("-").End("+").Count(10000).Consumer(consumer).Build()).ToArray()
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return len(p)
 }
 
 func TestConsumerProcessKilledMidDrainIsTakenOver(t *testing.T) {
 	e := newEnv(t)
-	v := e.voucher(500)
-	accepted := sell(t, e, v.ID, 2000, 3)
+	v := e.Voucher(500)
+	accepted := e.Sell(v.ID, 2000, 3)
 	if len(accepted) != 500 {
 		t.Fatalf("%d orders accepted, want 500", len(accepted))
 	}
 	first := startConsumer(t, e, "first", helperBatch+"=20", helperHangAfter+"=100")
-	e.waitFor("the first consumer to hang mid-drain", 60*time.Second, func() (bool, error) {
-		err := e.client.Do(context.Background(), e.client.B().Get().Key(e.prefix+"hung").Build()).Error()
+	e.WaitFor("the first consumer to hang mid-drain", 60*time.Second, func() (bool, error) {
+		err := e.Client.Do(context.Background(), e.Client.B().Get().Key(e.Prefix+"hung").Build()).Error()
 		return err == nil, nil
 	})
 	first.kill()
@@ -186,12 +191,12 @@ func TestConsumerProcessKilledMidDrainIsTakenOver(t *testing.T) {
 	t.Logf("killed the first consumer holding %d persisted, unacknowledged entries", held)
 
 	startConsumer(t, e, "second", helperBatch+"=50")
-	e.waitDrained(v.ID, 500)
-	e.checkSold(v, accepted)
+	e.WaitDrained(v.ID, 500)
+	e.CheckSold(v, accepted)
 	if n := e.pendingOf(v.ID, "first"); n != 0 {
 		t.Errorf("%d entries still pending on the killed consumer; want all taken over", n)
 	}
-	if dead := e.deadLetters(v.ID); len(dead) != 0 {
+	if dead := e.DeadLetters(v.ID); len(dead) != 0 {
 		t.Errorf("dead letters %v; want none", dead)
 	}
 }
@@ -215,8 +220,8 @@ func TestPoisonOrderIsDeadLetteredAfterCrashes(t *testing.T) {
 			t.Run(fmt.Sprintf("batch %d, %s", batch, naming.name), func(t *testing.T) {
 				const maxDeliveries = 2
 				e := newEnv(t)
-				v := e.voucher(20)
-				accepted := e.buy(v.ID, users(1, 20)...)
+				v := e.Voucher(20)
+				accepted := e.Buy(v.ID, asynctest.Users(1, 20)...)
 				poison := accepted[9]
 				settings := []string{fmt.Sprintf("%s=%d", helperBatch, batch), helperPoison + "=" + itoa(poison.ID), fmt.Sprintf("%s=%d", helperDeliveries, maxDeliveries)}
 
@@ -227,15 +232,15 @@ func TestPoisonOrderIsDeadLetteredAfterCrashes(t *testing.T) {
 					}
 					p := startConsumer(t, e, naming.of(run), settings...)
 					crashed := false
-					e.waitFor("a crash or the end of the drain", 60*time.Second, func() (bool, error) {
+					e.WaitFor("a crash or the end of the drain", 60*time.Second, func() (bool, error) {
 						select {
 						case <-p.exited:
 							crashed = true
 							return true, nil
 						default:
 						}
-						a, err := e.db.AuditVoucher(context.Background(), v.ID)
-						return a.Orders == 19 && len(e.deadLetters(v.ID)) == 1, err
+						a, err := e.DB.AuditVoucher(context.Background(), v.ID)
+						return a.Orders == 19 && len(e.DeadLetters(v.ID)) == 1, err
 					})
 					if !crashed {
 						break
@@ -246,13 +251,13 @@ func TestPoisonOrderIsDeadLetteredAfterCrashes(t *testing.T) {
 				if crashes != 2*maxDeliveries {
 					t.Errorf("%d crashes, want %d", crashes, 2*maxDeliveries)
 				}
-				dead := e.deadLetters(v.ID)
+				dead := e.DeadLetters(v.ID)
 				want := fmt.Sprintf("delivered %d times; %d attempts to persist it on its own did not finish", 2*maxDeliveries+1, maxDeliveries)
-				if len(dead) != 1 || dead[0].FieldValues[fieldOrder] != itoa(poison.ID) || dead[0].FieldValues[fieldReason] != want {
+				if len(dead) != 1 || dead[0].FieldValues[layout.FieldOrder] != itoa(poison.ID) || dead[0].FieldValues[layout.FieldReason] != want {
 					t.Fatalf("dead letters = %v; want only order %d: %s", dead, poison.ID, want)
 				}
-				e.waitDrained(v.ID, 19)
-				if _, err := e.db.FindOrder(context.Background(), poison.ID); code(err) != flashsale.ENotFound {
+				e.WaitDrained(v.ID, 19)
+				if _, err := e.DB.FindOrder(context.Background(), poison.ID); asynctest.Code(err) != flashsale.ENotFound {
 					t.Errorf("the poison order is in MySQL: %v", err)
 				}
 			})

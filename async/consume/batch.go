@@ -1,4 +1,4 @@
-package async
+package consume
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/store"
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // item is a stream entry read as an order.
@@ -51,7 +52,7 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 		o, err := parseOrder(w.voucher, e)
 		switch {
 		case err != nil:
-			err = w.deadLetter(ctx, it, e.FieldValues[fieldOrder], e.FieldValues[fieldUser], DeadMalformed, err.Error())
+			err = w.deadLetter(ctx, it, e.FieldValues[layout.FieldOrder], e.FieldValues[layout.FieldUser], layout.DeadMalformed, err.Error())
 		case it.deliveries > w.c.cfg.MaxDeliveries:
 			it.order = o
 			alone = append(alone, it)
@@ -83,14 +84,14 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 // persistAlone persists an over-delivered entry on its own, or
 // dead-letters it if attempts on its own keep dying (see handle).
 func (w *worker) persistAlone(ctx context.Context, it item) error {
-	cmd := w.c.client.B().Hincrby().Key(w.keys.tries).Field(it.entry).Increment(1).Build()
+	cmd := w.c.client.B().Hincrby().Key(w.keys.Tries).Field(it.entry).Increment(1).Build()
 	tries, err := w.c.client.Do(ctx, cmd).AsInt64()
 	if err != nil {
 		return err
 	}
 	if tries > w.c.cfg.MaxDeliveries {
 		reason := fmt.Sprintf("delivered %d times; %d attempts to persist it on its own did not finish", it.deliveries, tries-1)
-		err = w.deadLetter(ctx, it, "", "", DeadPoison, reason)
+		err = w.deadLetter(ctx, it, "", "", layout.DeadPoison, reason)
 	} else {
 		var persisted []item
 		if persisted, err = w.persist(ctx, []item{it}); err == nil {
@@ -102,12 +103,12 @@ func (w *worker) persistAlone(ctx context.Context, it item) error {
 		// return (the process died in them) may count against the entry.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = w.c.client.Do(dctx, w.c.client.B().Hincrby().Key(w.keys.tries).Field(it.entry).Increment(-1).Build()).Error()
+		_ = w.c.client.Do(dctx, w.c.client.B().Hincrby().Key(w.keys.Tries).Field(it.entry).Increment(-1).Build()).Error()
 		return err
 	}
 	// Settled: acknowledged or dead-lettered. A count left behind by a
 	// failure here is harmless (entry ids are never reused).
-	return w.c.client.Do(ctx, w.c.client.B().Hdel().Key(w.keys.tries).Field(it.entry).Build()).Error()
+	return w.c.client.Do(ctx, w.c.client.B().Hdel().Key(w.keys.Tries).Field(it.entry).Build()).Error()
 }
 
 // persist writes items to MySQL and returns those in MySQL now, to
@@ -120,9 +121,9 @@ func (w *worker) persist(ctx context.Context, items []item) ([]item, error) {
 		return nil, nil
 	}
 	res, err := w.persistRetry(ctx, items)
-	if errors.Is(err, store.ErrStockShort) {
+	if errors.Is(err, flashsale.ErrStockShort) {
 		if len(items) == 1 {
-			return nil, w.deadLetter(ctx, items[0], "", "", DeadStockShort, err.Error())
+			return nil, w.deadLetter(ctx, items[0], "", "", layout.DeadStockShort, err.Error())
 		}
 		half := len(items) / 2
 		first, err := w.persist(ctx, items[:half])
@@ -143,8 +144,8 @@ func (w *worker) persist(ctx context.Context, items []item) ([]item, error) {
 	w.c.alreadyPresent.Add(uint64(res.AlreadyPresent))
 	persisted := make([]item, 0, len(items))
 	for i, out := range res.Outcomes {
-		if out == store.Conflict {
-			if err := w.deadLetter(ctx, items[i], "", "", DeadConflict, "conflict: the user has another order for this voucher"); err != nil {
+		if out == flashsale.OutcomeConflict {
+			if err := w.deadLetter(ctx, items[i], "", "", layout.DeadConflict, "conflict: the user has another order for this voucher"); err != nil {
 				return nil, err
 			}
 			continue
@@ -159,7 +160,7 @@ func (w *worker) persist(ctx context.Context, items []item) ([]item, error) {
 // entries wait, it does not count as a delivery. While retrying it touches
 // every entry handle holds (those waiting to be persisted on their own
 // too), so other consumers do not take them over.
-func (w *worker) persistRetry(ctx context.Context, items []item) (store.PersistResult, error) {
+func (w *worker) persistRetry(ctx context.Context, items []item) (flashsale.PersistResult, error) {
 	orders := make([]flashsale.Order, len(items))
 	for i, it := range items {
 		orders[i] = it.order
@@ -170,7 +171,7 @@ func (w *worker) persistRetry(ctx context.Context, items []item) (store.PersistR
 		actx, cancel := context.WithTimeout(ctx, w.c.cfg.PersistTimeout)
 		res, err := w.c.db.PersistOrders(actx, orders)
 		cancel()
-		if err == nil || errors.Is(err, store.ErrStockShort) {
+		if err == nil || errors.Is(err, flashsale.ErrStockShort) {
 			return res, err
 		}
 		if ctx.Err() != nil {
@@ -200,7 +201,7 @@ func (w *worker) touch(ctx context.Context, items []item) {
 	for i, it := range items {
 		ids[i] = it.entry
 	}
-	cmd := w.c.client.B().Xclaim().Key(w.keys.orders).Group(w.c.cfg.Group).Consumer(w.c.cfg.Name).
+	cmd := w.c.client.B().Xclaim().Key(w.keys.Orders).Group(w.c.cfg.Group).Consumer(w.c.cfg.Name).
 		MinIdleTime("0").Id(ids...).Justid().Build()
 	if err := w.c.client.Do(ctx, cmd).Error(); err != nil {
 		w.log.Warn("async: could not touch the entries being retried; another consumer may take them over", "err", err)
@@ -212,29 +213,27 @@ func (w *worker) touch(ctx context.Context, items []item) {
 // acknowledge. It also records every persisted order's buyer in Redis if
 // Redis does not know it (see ack.lua).
 func (w *worker) ack(ctx context.Context, ids []string, persisted []item) error {
-	args := make([]string, 0, 2+len(ids)+3*len(persisted))
-	args = append(args, w.c.cfg.Group, strconv.Itoa(len(ids)+len(persisted)))
-	args = append(args, ids...)
-	for _, it := range persisted {
-		args = append(args, it.entry)
+	entries := make([]string, 0, len(ids)+len(persisted))
+	entries = append(entries, ids...)
+	orders := make([]flashsale.Order, len(persisted))
+	for i, it := range persisted {
+		entries = append(entries, it.entry)
+		orders[i] = it.order
 	}
-	for _, it := range persisted {
-		args = append(args, strconv.FormatInt(it.order.UserID, 10), strconv.FormatInt(it.order.ID, 10))
-	}
-	keys := []string{w.keys.orders, w.keys.meta, w.keys.buyers}
-	return ackScript.Exec(ctx, w.c.client, keys, args).Error()
+	_, err := layout.Ack(ctx, w.c.client, w.keys, w.c.cfg.Group, entries, orders)
+	return err
 }
 
 // deadLetter moves an entry to the dead-letter stream with its kind and
 // reason and reports it. order and user default to the item's order.
-func (w *worker) deadLetter(ctx context.Context, it item, order, user string, kind DeadKind, reason string) error {
+func (w *worker) deadLetter(ctx context.Context, it item, order, user string, kind layout.DeadKind, reason string) error {
 	if order == "" && it.order.ID != 0 {
 		order = strconv.FormatInt(it.order.ID, 10)
 	}
 	if user == "" && it.order.UserID != 0 {
 		user = strconv.FormatInt(it.order.UserID, 10)
 	}
-	keys := []string{w.keys.orders, w.keys.dead, w.keys.failed}
+	keys := []string{w.keys.Orders, w.keys.Dead, w.keys.Failed}
 	args := []string{w.c.cfg.Group, it.entry, order, user, reason, strconv.FormatInt(it.deliveries, 10), string(kind)}
 	moved, err := deadScript.Exec(ctx, w.c.client, keys, args).AsInt64()
 	if err != nil {
@@ -250,13 +249,13 @@ func (w *worker) deadLetter(ctx context.Context, it item, order, user string, ki
 
 // parseOrder reads a stream entry as an order with status created.
 func parseOrder(voucherID int64, e rueidis.XRangeEntry) (flashsale.Order, error) {
-	id, err := strconv.ParseInt(e.FieldValues[fieldOrder], 10, 64)
+	id, err := strconv.ParseInt(e.FieldValues[layout.FieldOrder], 10, 64)
 	if err != nil || id <= 0 {
-		return flashsale.Order{}, fmt.Errorf("%w: entry %s: order id %q", ErrMalformed, e.ID, e.FieldValues[fieldOrder])
+		return flashsale.Order{}, fmt.Errorf("%w: entry %s: order id %q", ErrMalformed, e.ID, e.FieldValues[layout.FieldOrder])
 	}
-	user, err := strconv.ParseInt(e.FieldValues[fieldUser], 10, 64)
+	user, err := strconv.ParseInt(e.FieldValues[layout.FieldUser], 10, 64)
 	if err != nil || user <= 0 {
-		return flashsale.Order{}, fmt.Errorf("%w: entry %s: user id %q", ErrMalformed, e.ID, e.FieldValues[fieldUser])
+		return flashsale.Order{}, fmt.Errorf("%w: entry %s: user id %q", ErrMalformed, e.ID, e.FieldValues[layout.FieldUser])
 	}
-	return flashsale.Order{ID: id, VoucherID: voucherID, UserID: user, Status: flashsale.StatusCreated, CreatedAt: entryTime(e.ID)}, nil
+	return flashsale.Order{ID: id, VoucherID: voucherID, UserID: user, Status: flashsale.StatusCreated, CreatedAt: layout.EntryTime(e.ID)}, nil
 }

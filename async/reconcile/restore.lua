@@ -2,7 +2,7 @@
 -- persisted: it removes the buyer and adds one to the stock, if the user is
 -- still recorded with that order and the stock is below the initial one.
 -- It counts the units given back in the meta hash's field given, so that
--- stock - given only ever falls while Redis keeps its writes (rewind.go).
+-- stock - given only ever falls while Redis keeps its writes (async/rewind.go).
 --
 -- KEYS[1] meta hash, KEYS[2] buyers hash
 -- ARGV[1] user id, ARGV[2] order id

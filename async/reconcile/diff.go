@@ -1,4 +1,4 @@
-package async
+package reconcile
 
 // The differences reconciliation finds between Redis and MySQL.
 

@@ -1,4 +1,4 @@
-package async
+package consume
 
 import (
 	"context"
@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // worker consumes one voucher's stream for a Consumer.
 type worker struct {
 	c       *Consumer
 	voucher int64
-	keys    voucherKeys
+	keys    layout.VoucherKeys
 	log     *slog.Logger
 
 	cursor     string    // where the next XAUTOCLAIM pass starts
@@ -27,8 +29,8 @@ type worker struct {
 // run consumes until ctx is done, starting over after an error.
 func (w *worker) run(ctx context.Context) {
 	w.log = w.c.log.With("voucher", w.voucher)
-	if w.keys.body != strconv.FormatInt(w.voucher, 10) {
-		w.log = w.log.With("shard", w.keys.body)
+	if w.keys.Body != strconv.FormatInt(w.voucher, 10) {
+		w.log = w.log.With("shard", w.keys.Body)
 	}
 	waiting := false
 	for {
@@ -98,12 +100,12 @@ func (w *worker) consume(ctx context.Context) error {
 func (w *worker) drainOwn(ctx context.Context) error {
 	for {
 		cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.c.cfg.BatchSize)).
-			Streams().Key(w.keys.orders).Id("0").Build()
+			Streams().Key(w.keys.Orders).Id("0").Build()
 		res, err := w.c.client.Do(ctx, cmd).AsXRead()
 		if err != nil {
 			return err
 		}
-		entries := res[w.keys.orders]
+		entries := res[w.keys.Orders]
 		if len(entries) == 0 {
 			w.drained = true
 			return nil
@@ -124,7 +126,7 @@ func (w *worker) drainOwn(ctx context.Context) error {
 // consumer, has been delivered, in their order (0 for one no longer
 // pending for it).
 func (w *worker) deliveries(ctx context.Context, entries []rueidis.XRangeEntry) ([]int64, error) {
-	cmd := w.c.client.B().Xpending().Key(w.keys.orders).Group(w.c.cfg.Group).Start(entries[0].ID).
+	cmd := w.c.client.B().Xpending().Key(w.keys.Orders).Group(w.c.cfg.Group).Start(entries[0].ID).
 		End(entries[len(entries)-1].ID).Count(int64(len(entries))).Consumer(w.c.cfg.Name).Build()
 	pending, err := w.c.client.Do(ctx, cmd).ToArray()
 	if err != nil {
@@ -153,7 +155,7 @@ func (w *worker) deliveries(ctx context.Context, entries []rueidis.XRangeEntry) 
 // and returns how many it read.
 func (w *worker) readNew(ctx context.Context) (int, error) {
 	cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.c.cfg.BatchSize)).
-		Block(w.c.cfg.Block.Milliseconds()).Streams().Key(w.keys.orders).Id(">").Build()
+		Block(w.c.cfg.Block.Milliseconds()).Streams().Key(w.keys.Orders).Id(">").Build()
 	res, err := w.c.client.Do(ctx, cmd).AsXRead()
 	if rueidis.IsRedisNil(err) {
 		return 0, nil
@@ -161,7 +163,7 @@ func (w *worker) readNew(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	entries := res[w.keys.orders]
+	entries := res[w.keys.Orders]
 	return len(entries), w.handle(ctx, entries, nil)
 }
 
@@ -176,7 +178,7 @@ func (w *worker) claim(ctx context.Context) error {
 	for {
 		args := []string{w.c.cfg.Group, w.c.cfg.Name, strconv.FormatInt(w.c.cfg.ClaimIdle.Milliseconds(), 10),
 			w.cursor, strconv.Itoa(w.c.cfg.BatchSize)}
-		res, err := claimScript.Exec(ctx, w.c.client, []string{w.keys.orders}, args).ToArray()
+		res, err := claimScript.Exec(ctx, w.c.client, []string{w.keys.Orders}, args).ToArray()
 		if err != nil {
 			return err
 		}
@@ -212,7 +214,7 @@ func (w *worker) claim(ctx context.Context) error {
 		}
 	}
 	idle := strconv.FormatInt(2*w.c.cfg.ClaimIdle.Milliseconds(), 10)
-	return reapScript.Exec(ctx, w.c.client, []string{w.keys.orders}, []string{w.c.cfg.Group, idle}).Error()
+	return reapScript.Exec(ctx, w.c.client, []string{w.keys.Orders}, []string{w.c.cfg.Group, idle}).Error()
 }
 
 // retireIfDone removes the voucher from the registry when its sale is over
@@ -225,8 +227,8 @@ func (w *worker) retireIfDone(ctx context.Context) error {
 	if err != nil || !done {
 		return err
 	}
-	id := w.keys.body // the voucher's id, or its shard's tag
-	if err := w.c.client.Do(ctx, w.c.client.B().Srem().Key(w.c.keys.registry()).Member(id).Build()).Error(); err != nil {
+	id := w.keys.Body // the voucher's id, or its shard's tag
+	if err := w.c.client.Do(ctx, w.c.client.B().Srem().Key(w.c.keys.Registry()).Member(id).Build()).Error(); err != nil {
 		return err
 	}
 	// Past the SREM, finish even if the worker is being stopped: an entry
@@ -237,17 +239,14 @@ func (w *worker) retireIfDone(ctx context.Context) error {
 		w.log.Info("async: the sale is over and every order is persisted; voucher retired from the registry")
 		return w.c.scheduleRetire(ctx, w.voucher)
 	}
-	return w.c.client.Do(ctx, w.c.client.B().Sadd().Key(w.c.keys.registry()).Member(id).Build()).Error()
+	return w.c.client.Do(ctx, w.c.client.B().Sadd().Key(w.c.keys.Registry()).Member(id).Build()).Error()
 }
 
 // done reports whether the sale is over by Redis's clock and the group has
 // acknowledged every entry.
 func (w *worker) done(ctx context.Context) (bool, error) {
-	v, err := backlogScript.Exec(ctx, w.c.client, []string{w.keys.orders, w.keys.meta}, []string{w.c.cfg.Group}).AsIntSlice()
-	if err != nil {
-		return false, err
-	}
-	return v[0] == 0 && v[1] == 1, nil
+	backlog, ended, err := layout.StreamBacklog(ctx, w.c.client, w.keys, w.c.cfg.Group)
+	return err == nil && backlog == 0 && ended, err
 }
 
 // lostEntry reports an entry that was pending but is gone from the stream.

@@ -1,0 +1,47 @@
+// Package consume persists the orders the async gate accepted: a Consumer
+// reads each registered voucher's stream in a consumer group, writes
+// batches to the system of record and acknowledges them only afterwards,
+// so each accepted order is persisted once whatever crashes, or moved with
+// its reason to the voucher's dead-letter stream; none is dropped. It
+// meets the gate (package async) only in Redis (async/internal/layout).
+//
+// When a voucher's sale is over and drained, its keys are retired: the
+// consumer schedules it and, RetireAfter later, has the reconciler check
+// and delete it (retire.go).
+package consume
+
+import (
+	"context"
+	_ "embed" // the Lua scripts
+	"errors"
+
+	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Persister stores batches of accepted orders: what the consumer needs
+// from the system of record (*store.DB, passed in by cmd). PersistOrders
+// must be idempotent and all-or-nothing, and must return an error wrapping
+// flashsale.ErrStockShort when the batch needs more stock than is left.
+type Persister interface {
+	PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error)
+}
+
+// ErrMalformed is wrapped when a stream entry cannot be read as an order.
+var ErrMalformed = errors.New("async: malformed stream entry")
+
+// The consumer's own Lua scripts; ack.lua and backlog.lua, which the gate
+// runs too, are in internal/layout.
+var (
+	//go:embed claim.lua
+	claimLua string
+	//go:embed dead.lua
+	deadLua string
+	//go:embed reap.lua
+	reapLua string
+
+	claimScript = rueidis.NewLuaScript(claimLua)
+	deadScript  = rueidis.NewLuaScript(deadLua)
+	reapScript  = rueidis.NewLuaScript(reapLua)
+)

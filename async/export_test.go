@@ -1,0 +1,50 @@
+package async
+
+import (
+	"context"
+
+	"github.com/flashsale/flashsale/async/internal/layout"
+)
+
+// Internals the external tests (package async_test) use.
+
+var (
+	GateScript = gateScript
+	InfoFields = infoFields
+	EpochKeys  = epochKeys
+)
+
+// The gate's answers, and the largest batch of one gate call.
+const (
+	GateAccepted  = gateAccepted
+	GateDuplicate = gateDuplicate
+	GateSoldOut   = gateSoldOut
+	GateMaxBatch  = gateMaxBatch
+)
+
+// Keys returns the Service's keyspace.
+func (s *Service) Keys() layout.Keyspace { return s.keys }
+
+// Queued reports whether a gate queue is open for keys (a voucher's gate
+// keys' meta key).
+func (s *Service) Queued(meta string) bool {
+	_, ok := s.gates.Load(meta)
+	return ok
+}
+
+// ReadTopology returns the cluster's slot map as the epoch check reads it.
+func (s *Service) ReadTopology(ctx context.Context) (topology, error) { return s.readTopology(ctx) }
+
+// LevelsSeen reports, per shard of the voucher, whether the Service has
+// seen a level (false for all when it keeps no state of the voucher).
+func (s *Service) LevelsSeen(voucherID int64, shards int) (kept bool, seen []bool) {
+	l, ok := s.locals.Load(voucherID)
+	if !ok {
+		return false, nil
+	}
+	seen = make([]bool, shards)
+	for i := range seen {
+		seen[i] = l.(*local).levels[i].Load() != nil
+	}
+	return true, seen
+}

@@ -1,0 +1,154 @@
+// Package layout is the Redis layout the async pipeline's roles share: the
+// gate (package async), the consumer (async/consume) and the reconciler
+// (async/reconcile) run apart and meet only here. It owns every key name
+// and hash tag, the fields of the streams, the kinds of dead letters, and
+// the scripts and reads that more than one role runs; a script only one
+// role runs lives with that role.
+//
+// # Keys
+//
+// Every voucher's keys share one hash tag, so each script touches one slot
+// and the pipeline runs unchanged on Redis Cluster:
+//
+//	<prefix>{v<id>}:meta    hash: stock (left), initial, begin, end (µs since 1970), given (units given back), loaded (µs)
+//	<prefix>{v<id>}:buyers  hash: user id → order id
+//	<prefix>{v<id>}:orders  stream of accepted orders (FieldOrder, FieldUser), consumer group DefaultGroup
+//	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with a DeadKind and a reason
+//	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
+//	<prefix>{v<id>}:tries   hash: entry id → attempts to persist it on its own
+//	<prefix>{v<id>}:sync    durability replica: written before each WAIT, expires
+//	<prefix>{v<id>}:moves   sharded: hash of units in transfer to another shard (shard.go)
+//	<prefix>{v<id>}:applied sharded: set of the transfers added to this shard
+//	<prefix>{v<id>}:shards  sharded: the number of shards, in shard 0's slot
+//	<prefix>{v<id>.<n>}:…   the same keys for shard k ≥ 1 of a sharded voucher (shard.go)
+//	<prefix>{p<bucket>}     order pointers: hash order id → "<voucher>:<user>" of the ids of
+//	                        16 seconds, expires a day after its last write
+//	<prefix>vouchers        set: the registry, members "<id>" or "<id>.<n>", whose streams consumers read
+//	<prefix>retiring        sorted set: finished vouchers → when their keys may be deleted (ms)
+//	<prefix>epoch           random id written when Redis is found empty
+//	<prefix>{e<n>}:epoch    on Redis Cluster, the same for the master that owns the slot of {e<n>}
+//	<prefix>epochs          stream: the data losses services noticed (the FieldLoss… fields)
+//
+// A new key gets its name here, under the voucher's hash tag when a script
+// touches it with the voucher's other keys.
+package layout
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults every role uses: they must agree on the prefix and the group.
+const (
+	DefaultPrefix = "flashsale:"
+	DefaultGroup  = "persist"
+)
+
+// Keyspace names the pipeline's keys under one prefix.
+type Keyspace struct{ prefix string }
+
+// New returns the keyspace under prefix, DefaultPrefix when it is empty.
+func New(prefix string) Keyspace { return Keyspace{cmp.Or(prefix, DefaultPrefix)} }
+
+// VoucherKeys are the keys of one voucher, or of one shard of a sharded
+// voucher; they share the hash tag {v<Body>}.
+type VoucherKeys struct {
+	Meta, Buyers, Orders, Dead, Failed string
+	Tries                              string // entry id → attempts to persist it on its own
+	Sync                               string // written after a batch of orders, before WAIT
+	Moves                              string // sharded: units taken from this shard on their way to another
+	Applied                            string // sharded: ids of the moves added to this shard
+	// Body is what the hash tag's braces hold after "v": the voucher's id,
+	// or a shard's "<id>.<n>"; it is also the voucher's registry member.
+	Body string
+}
+
+// Gate returns the keys gate.lua and load.lua take: meta, buyers, orders.
+func (vk VoucherKeys) Gate() []string { return []string{vk.Meta, vk.Buyers, vk.Orders} }
+
+// Voucher returns the keys of a voucher (of shard 0, when it has shards).
+func (k Keyspace) Voucher(id int64) VoucherKeys {
+	return k.Tagged(strconv.FormatInt(id, 10))
+}
+
+// Tagged returns the keys under the hash tag {v<body>}: a voucher's when
+// body is its id, a shard's when body is a shard tag.
+func (k Keyspace) Tagged(body string) VoucherKeys {
+	tag := k.prefix + "{v" + body + "}:"
+	return VoucherKeys{
+		Meta:    tag + "meta",
+		Buyers:  tag + "buyers",
+		Orders:  tag + "orders",
+		Dead:    tag + "dead",
+		Failed:  tag + "failed",
+		Tries:   tag + "tries",
+		Sync:    tag + "sync",
+		Moves:   tag + "moves",
+		Applied: tag + "applied",
+		Body:    body,
+	}
+}
+
+// Registry returns the key of the set of vouchers whose streams the
+// consumers read: a member per voucher, or per shard ("<id>.<n>").
+func (k Keyspace) Registry() string { return k.prefix + "vouchers" }
+
+// Retiring returns the key of the sorted set of vouchers whose sale is
+// over and drained: voucher id → when its keys may be deleted (ms since
+// 1970).
+func (k Keyspace) Retiring() string { return k.prefix + "retiring" }
+
+// Epoch returns the key of Redis's epoch, and Epochs the key of the
+// stream of the losses services noticed.
+func (k Keyspace) Epoch() string  { return k.prefix + "epoch" }
+func (k Keyspace) Epochs() string { return k.prefix + "epochs" }
+
+// NodeEpoch returns the key of the n-th per-master epoch of Redis Cluster;
+// the gate picks, per master, the first n whose slot that master owns.
+func (k Keyspace) NodeEpoch(n int) string { return k.prefix + "{e" + strconv.Itoa(n) + "}:epoch" }
+
+// PointerBucketShift drops an order id's sequence (32 bits) and the low 4
+// bits of its second: a bucket of order pointers spans 16 seconds of ids.
+const PointerBucketShift = 32 + 4
+
+// Pointer returns the key of the bucket holding an order's pointer and the
+// pointer's field in it. The bucket follows from the id alone, so a lookup
+// by order id, which does not know the voucher, touches one key.
+func (k Keyspace) Pointer(orderID int64) (key, field string) {
+	return k.prefix + "{p" + strconv.FormatInt(orderID>>PointerBucketShift, 10) + "}", strconv.FormatInt(orderID, 10)
+}
+
+// Micros returns t as the meta hash stores times: µs since 1970.
+func Micros(t time.Time) string {
+	return strconv.FormatInt(t.UnixMicro(), 10)
+}
+
+// EntryTime returns the time in a stream entry id ("<ms>-<seq>"): when
+// Redis accepted the order, by its clock.
+func EntryTime(id string) time.Time {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}
+
+// InstanceName returns a new name for this process as it appears in
+// Redis, hostname-pid-random: a consumer's default name in its group, and
+// who noticed a loss in the epochs stream.
+func InstanceName() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}

@@ -1,0 +1,169 @@
+package layout
+
+import (
+	"context"
+	_ "embed" // the Lua scripts
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/luascript"
+)
+
+// The scripts more than one role runs. Each says in its header what it
+// does, its KEYS and ARGV and what it returns; all KEYS of one call share
+// one hash tag.
+var (
+	//go:embed snapshot.lua
+	snapshotLua string
+	//go:embed backlog.lua
+	backlogLua string
+	//go:embed ack.lua
+	ackLua string
+
+	snapshotScript = luascript.NewReadOnly(snapshotLua) // ExecMulti: one round trip
+	// backlog.lua reads TIME, which miniredis (the embedded Redis) refuses
+	// in read-only scripts although Redis allows it.
+	backlogScript = luascript.New(backlogLua)
+	ackScript     = rueidis.NewLuaScript(ackLua)
+)
+
+// Snapshot is a voucher's live figures in Redis, each set of keys read in
+// one step by snapshot.lua. While nothing is sold twice and no buyer is
+// lost, Stock + Buyers = InitialStock.
+type Snapshot struct {
+	Loaded                      bool // false: not in Redis, the rest is zero
+	Stock, InitialStock, Buyers int
+}
+
+// ReadSnapshots reads the snapshot of each set of keys, in one round trip.
+func ReadSnapshots(ctx context.Context, client rueidis.Client, vks []VoucherKeys) ([]Snapshot, error) {
+	execs := make([]rueidis.LuaExec, len(vks))
+	for i, vk := range vks {
+		execs[i] = rueidis.LuaExec{Keys: []string{vk.Meta, vk.Buyers}}
+	}
+	out := make([]Snapshot, len(vks))
+	for i, res := range snapshotScript.ExecMulti(ctx, client, execs...) {
+		v, err := res.AsIntSlice()
+		switch {
+		case err != nil:
+			return nil, err
+		case len(v) == 3:
+			out[i] = Snapshot{Loaded: true, Stock: int(v[0]), InitialStock: int(v[1]), Buyers: int(v[2])}
+		case len(v) != 0:
+			return nil, fmt.Errorf("snapshot.lua answered %v", v)
+		}
+	}
+	return out, nil
+}
+
+// ReadSnapshot reads a voucher's live figures, summed over its shards when
+// it has several: their stock and initial stock each plus the units in
+// journals (moving between two shards), and their buyers. A sharded
+// voucher is loaded only if every shard is.
+func ReadSnapshot(ctx context.Context, client rueidis.Client, k Keyspace, voucherID int64, shards int) (Snapshot, error) {
+	vks := k.Shards(voucherID, shards)
+	var st []ShardState
+	if len(vks) > 1 {
+		var err error
+		if st, err = ReadShards(ctx, client, vks); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	snaps, err := ReadSnapshots(ctx, client, vks)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	sum := Snapshot{Loaded: true}
+	for i, s := range snaps {
+		if !s.Loaded {
+			return Snapshot{}, nil
+		}
+		moving := 0
+		if st != nil {
+			moving = int(JournalUnits(st[i].Moves))
+		}
+		sum.Stock += s.Stock + moving
+		sum.InitialStock += s.InitialStock + moving
+		sum.Buyers += s.Buyers
+	}
+	return sum, nil
+}
+
+// StreamBacklog returns how many entries of a voucher's (shard's) stream
+// the group has not acknowledged (not delivered, or pending), and whether
+// the sale is over by Redis's clock; 0 for keys not loaded.
+func StreamBacklog(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string) (backlog int64, ended bool, err error) {
+	v, err := backlogScript.Exec(ctx, client, []string{vk.Orders, vk.Meta}, []string{group}).AsIntSlice()
+	if err != nil {
+		return 0, false, err
+	}
+	return v[0], v[1] == 1, nil
+}
+
+// Backlogs returns StreamBacklog's backlog of each set of keys, in one
+// round trip.
+func Backlogs(ctx context.Context, client rueidis.Client, vks []VoucherKeys, group string) ([]int64, error) {
+	execs := make([]rueidis.LuaExec, len(vks))
+	for i, vk := range vks {
+		execs[i] = rueidis.LuaExec{Keys: []string{vk.Orders, vk.Meta}, Args: []string{group}}
+	}
+	out := make([]int64, len(vks))
+	for i, r := range backlogScript.ExecMulti(ctx, client, execs...) {
+		v, err := r.AsIntSlice()
+		if err != nil {
+			return nil, fmt.Errorf("backlog of %s: %w", vks[i].Body, err)
+		}
+		out[i] = v[0]
+	}
+	return out, nil
+}
+
+// Backlog returns how many accepted orders are not persisted yet: the
+// backlogs of the registered vouchers' streams, summed. Dead letters are
+// not counted. Malformed registry members are skipped.
+func Backlog(ctx context.Context, client rueidis.Client, k Keyspace, group string) (int64, error) {
+	members, err := client.Do(ctx, client.B().Smembers().Key(k.Registry()).Build()).AsStrSlice()
+	if err != nil {
+		return 0, fmt.Errorf("async: backlog: %w", err)
+	}
+	vks := make([]VoucherKeys, 0, len(members))
+	for _, m := range members {
+		if _, body, ok := ParseMember(m); ok {
+			vks = append(vks, k.Tagged(body))
+		}
+	}
+	if len(vks) == 0 {
+		return 0, nil
+	}
+	backlogs, err := Backlogs(ctx, client, vks, group)
+	if err != nil {
+		return 0, fmt.Errorf("async: %w", err)
+	}
+	var total int64
+	for _, n := range backlogs {
+		total += n
+	}
+	return total, nil
+}
+
+// Ack runs ack.lua on a voucher's (shard's) keys: it acknowledges entries
+// for the group, trims the stream below what every group still needs
+// (even with no entries), and records the buyer of each of orders that
+// Redis does not know, taking a unit of stock for each as the gate would
+// have. It returns how many buyers it recorded.
+func Ack(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string, entries []string, orders []flashsale.Order) (int64, error) {
+	args := make([]string, 0, 2+len(entries)+2*len(orders))
+	args = append(args, group, strconv.Itoa(len(entries)))
+	args = append(args, entries...)
+	for _, o := range orders {
+		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
+	}
+	v, err := ackScript.Exec(ctx, client, []string{vk.Orders, vk.Meta, vk.Buyers}, args).AsIntSlice()
+	if err != nil {
+		return 0, err
+	}
+	return v[2], nil
+}

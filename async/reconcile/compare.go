@@ -1,0 +1,180 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
+)
+
+// compareShards compares each shard with MySQL's orders of the buyers
+// whose home it is, and repairs with fix (see Reconciler.compare).
+func (r *Reconciler) compareShards(ctx context.Context, shards []layout.VoucherKeys, sides []redisSide, rep *Report, orders []flashsale.Order, fix bool) error {
+	mysql := make([]map[int64]int64, len(shards)) // per shard: user → order
+	for k := range mysql {
+		mysql[k] = map[int64]int64{}
+	}
+	for _, o := range orders {
+		mysql[layout.HomeShard(o.UserID, len(shards))][o.UserID] = o.ID
+	}
+	for k, vk := range shards {
+		if err := r.compare(ctx, vk, rep, sides[k], mysql[k], fix); err != nil {
+			return fmt.Errorf("shard %s: %w", vk.Body, err)
+		}
+		if err := r.checkRegistered(ctx, vk, rep, len(sides[k].inFlight), fix); err != nil {
+			return fmt.Errorf("shard %s: %w", vk.Body, err)
+		}
+	}
+	return nil
+}
+
+// compare reports the differences between the buyers and the orders, and
+// repairs them with fix: first every buyer Redis holds, then the dead
+// letters, then MySQL's orders whose user Redis does not know.
+func (r *Reconciler) compare(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]int64, fix bool) error {
+	if err := r.compareBuyers(ctx, vk, rep, rs, mysql, fix); err != nil {
+		return err
+	}
+	if err := r.compareDeadLetters(ctx, vk, rep, rs, mysql, fix); err != nil {
+		return err
+	}
+	return r.findUnknownOrders(ctx, vk, rep, rs, mysql)
+}
+
+// compareBuyers checks each buyer's order against MySQL: the same order,
+// another one (repointed with fix), in flight, dead-lettered (left to
+// compareDeadLetters), or lost (re-queued with fix).
+func (r *Reconciler) compareBuyers(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]int64, fix bool) error {
+	dead := map[int64]bool{}
+	for _, d := range rs.dead {
+		dead[d.order] = true
+	}
+	for user, order := range rs.buyers {
+		stored, ok := mysql[user]
+		switch {
+		case ok && stored == order:
+		case ok:
+			d := rep.add(Diff{Kind: DiffOrderMismatch, UserID: user, OrderID: order,
+				Detail: fmt.Sprintf("Redis records order %d, MySQL holds order %d", order, stored)})
+			if fix {
+				n, err := repointScript.Exec(ctx, r.client, []string{vk.Buyers}, []string{itoa(user), itoa(order), itoa(stored)}).AsInt64()
+				if err != nil {
+					return err
+				}
+				d.Fixed = n == 1
+			}
+		case rs.inFlight[order]:
+			rep.InFlight++
+		case dead[order]:
+			// Reported by compareDeadLetters.
+		default:
+			d := rep.add(Diff{Kind: DiffLostOrder, UserID: user, OrderID: order,
+				Detail: "accepted by Redis; not in MySQL, the stream or the dead letters"})
+			if fix {
+				fixed, err := r.requeue(ctx, vk, user, order)
+				if err != nil {
+					return err
+				}
+				d.Fixed = fixed
+			}
+		}
+	}
+	return nil
+}
+
+// compareDeadLetters reports each dead-lettered order whose buyer still
+// holds its unit, and with fix gives the unit back, unless MySQL had no
+// stock for the order.
+func (r *Reconciler) compareDeadLetters(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]int64, fix bool) error {
+	seen := map[int64]bool{}
+	for _, dl := range rs.dead {
+		if seen[dl.order] || dl.order == 0 || dl.user == 0 {
+			continue // a copy, or a malformed entry with nothing to give back
+		}
+		seen[dl.order] = true
+		if _, ok := mysql[dl.user]; ok || rs.buyers[dl.user] != dl.order || rs.inFlight[dl.order] {
+			continue // persisted after all, given back already, or queued again
+		}
+		d := rep.add(Diff{Kind: DiffDeadLetter, UserID: dl.user, OrderID: dl.order,
+			Detail: "dead-lettered (" + dl.reason + "); the buyer still holds a unit"})
+		if dl.stockShort() {
+			// MySQL had no unit for it: Redis sold one too many, and giving
+			// it back would sell it again to someone MySQL cannot serve.
+			d.Detail += "; not given back: MySQL had no stock for it"
+			continue
+		}
+		if fix {
+			n, err := restoreScript.Exec(ctx, r.client, []string{vk.Meta, vk.Buyers}, []string{itoa(dl.user), itoa(dl.order)}).AsInt64()
+			if err != nil {
+				return err
+			}
+			d.Fixed = n == 1
+			if n == -1 {
+				d.Detail += "; not given back: the stock is full"
+			}
+		}
+	}
+	return nil
+}
+
+// findUnknownOrders reports MySQL's orders whose user is no buyer in Redis.
+func (r *Reconciler) findUnknownOrders(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]int64) error {
+	for user, order := range mysql {
+		if _, ok := rs.buyers[user]; ok {
+			continue
+		}
+		// The buyer may have been accepted after the buyers were read.
+		err := r.client.Do(ctx, r.client.B().Hget().Key(vk.Buyers).Field(itoa(user)).Build()).Error()
+		if err == nil {
+			continue
+		}
+		if !rueidis.IsRedisNil(err) {
+			return err
+		}
+		rep.add(Diff{Kind: DiffUnknownOrder, UserID: user, OrderID: order, Detail: "in MySQL; the user is no buyer in Redis"})
+	}
+	return nil
+}
+
+// checkRegistered reports a voucher with waiting orders that is not in the
+// registry, and registers it with fix. The orders are counted again after
+// the registry is read: a worker retires a voucher only once nothing
+// waits, so orders still there then are ones nobody will read.
+func (r *Reconciler) checkRegistered(ctx context.Context, vk layout.VoucherKeys, rep *Report, waiting int, fix bool) error {
+	if waiting == 0 {
+		return nil
+	}
+	id := vk.Body // the voucher's id, or its shard's tag
+	ok, err := r.client.Do(ctx, r.client.B().Sismember().Key(r.keys.Registry()).Member(id).Build()).AsBool()
+	if err != nil || ok {
+		return err
+	}
+	unacked, err := unackedScript.Exec(ctx, r.client, []string{vk.Orders}, []string{r.group}).AsStrSlice()
+	if err != nil || len(unacked) == 0 {
+		return err
+	}
+	d := rep.add(Diff{Kind: DiffUnregistered, Detail: fmt.Sprintf("%d orders wait in the stream; the voucher is not in the registry, so no consumer reads them", len(unacked))})
+	if fix {
+		if err := r.client.Do(ctx, r.client.B().Sadd().Key(r.keys.Registry()).Member(id).Build()).Error(); err != nil {
+			return err
+		}
+		d.Fixed = true
+	}
+	return nil
+}
+
+// requeue appends an accepted order to the voucher's stream again, then
+// registers the voucher: in that order, because a consumer removes a
+// voucher from the registry only once nothing waits, and checks again
+// after.
+func (r *Reconciler) requeue(ctx context.Context, vk layout.VoucherKeys, user, order int64) (bool, error) {
+	n, err := requeueScript.Exec(ctx, r.client, []string{vk.Buyers, vk.Orders}, []string{itoa(user), itoa(order)}).AsInt64()
+	if err != nil || n == 0 {
+		return false, err
+	}
+	err = r.client.Do(ctx, r.client.B().Sadd().Key(r.keys.Registry()).Member(vk.Body).Build()).Error()
+	return err == nil, err
+}

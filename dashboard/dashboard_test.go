@@ -1,0 +1,113 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/store"
+)
+
+// TestEndpoints serves the page over vouchers in a real MySQL, one
+// upcoming, one ended, one on sale with an order: the list badges each and
+// names the one on sale as current, and a voucher's stats carry its own
+// status and latency. (httpapi's tests check the JSON against
+// openapi.json.)
+func TestEndpoints(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, testenv.MySQLURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	at := time.Now()
+	for _, v := range []flashsale.Voucher{
+		{ID: 1, BeginTime: at.Add(time.Hour), EndTime: at.Add(2 * time.Hour)},
+		{ID: 2, BeginTime: at.Add(-40 * time.Second), EndTime: at.Add(-10 * time.Second)},
+		{ID: 3, BeginTime: at.Add(-time.Minute), EndTime: at.Add(time.Hour)},
+	} {
+		v.Title, v.Stock = "v", 5
+		if err := db.CreateVoucher(ctx, &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.SellBatch(ctx, 3, []flashsale.Order{{ID: 10, VoucherID: 3, UserID: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	live := metrics.NewLive(time.Now)
+	for range 3 {
+		live.Latency(3, 10*time.Millisecond)
+	}
+	live.Latency(2, time.Second)
+	s := metrics.NewSampler(metrics.SamplerConfig{DB: db, Live: live})
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	(&Dashboard{Sampler: s, Live: live, IsAdmin: func(r *http.Request) bool { return r.Header.Get("Authorization") == "admin" }}).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	var list struct {
+		Vouchers []struct{ ID, Status string }
+		Current  string
+	}
+	get(t, srv.URL+"/api/stats", "", &list)
+	statuses := map[string]string{}
+	for _, v := range list.Vouchers {
+		statuses[v.ID] = v.Status
+	}
+	if want := map[string]string{"1": upcoming, "2": ended, "3": onSale}; len(statuses) != 3 ||
+		statuses["1"] != want["1"] || statuses["2"] != want["2"] || statuses["3"] != want["3"] || list.Current != "3" {
+		t.Errorf("/api/stats: statuses %v, current %q; want %v, current 3", statuses, list.Current, want)
+	}
+	for _, token := range []string{"", "admin"} {
+		var stats struct {
+			Voucher struct{ Status string }
+			Latency struct {
+				P50, P99 float64
+				Requests int64
+			} `json:"latency_ms"`
+		}
+		get(t, srv.URL+"/api/vouchers/3/stats", token, &stats)
+		if stats.Voucher.Status != onSale || stats.Latency.Requests != 3 || math.Abs(stats.Latency.P50-10) > 10.0/16 || math.Abs(stats.Latency.P99-10) > 10.0/16 {
+			t.Errorf("stats of voucher 3 (token %q): %+v; want on_sale, 3 requests at 10 ms", token, stats)
+		}
+	}
+	res, err := http.Get(srv.URL + "/dashboard/chart.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/javascript") {
+		t.Errorf("GET /dashboard/chart.js: %d %s; want a script a module may import", res.StatusCode, ct)
+	}
+}
+
+func get(t *testing.T, url, token string, out any) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", url, res.StatusCode)
+	}
+	if err := json.NewDecoder(res.Body).Decode(out); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,70 @@
+package metrics
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/store"
+)
+
+// TestSamplerLastSold samples vouchers in a real MySQL between sales: a
+// voucher's LastSold is the pass that saw its stock fall, stays there while
+// the stock stands still, and a voucher first seen with units sold counts
+// as sold at that pass, or at its end if it ended before.
+func TestSamplerLastSold(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, testenv.MySQLURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	now := time.Now().UTC().Truncate(time.Second)
+	nextID := int64(100)
+	voucher := func(begin, end time.Duration) int64 {
+		nextID++
+		v := &flashsale.Voucher{ID: nextID, Title: "v", Stock: 5, BeginTime: now.Add(begin), EndTime: now.Add(end)}
+		if err := db.CreateVoucher(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		return v.ID
+	}
+	sell := func(id int64) {
+		nextID++
+		if _, err := db.SellBatch(ctx, id, []flashsale.Order{{ID: nextID, VoucherID: id, UserID: nextID}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := NewSampler(SamplerConfig{DB: db})
+	refresh := func() (time.Time, map[int64]time.Time) {
+		if err := s.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		last := s.Latest()
+		sold := map[int64]time.Time{}
+		for _, v := range last.Vouchers {
+			sold[v.ID] = v.LastSold
+		}
+		return last.At, sold
+	}
+	selling, idle := voucher(-time.Minute, time.Hour), voucher(-time.Minute, time.Hour)
+	if _, sold := refresh(); !sold[selling].IsZero() || !sold[idle].IsZero() {
+		t.Fatalf("LastSold before any sale: %v", sold)
+	}
+	sell(selling)
+	first, sold := refresh()
+	if !sold[selling].Equal(first) || !sold[idle].IsZero() {
+		t.Fatalf("after a sale of %d at %v: LastSold %v", selling, first, sold)
+	}
+	seenSold, ended := voucher(-time.Minute, time.Hour), voucher(-3*time.Minute, -2*time.Minute)
+	sell(seenSold)
+	sell(ended)
+	second, sold := refresh()
+	for id, want := range map[int64]time.Time{selling: first, idle: {}, seenSold: second, ended: now.Add(-2 * time.Minute)} {
+		if !sold[id].Equal(want) {
+			t.Errorf("voucher %d: LastSold %v, want %v", id, sold[id], want)
+		}
+	}
+}

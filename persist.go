@@ -1,0 +1,74 @@
+package flashsale
+
+import (
+	"errors"
+	"fmt"
+)
+
+// What the system of record answers the async pipeline's consumer when it
+// persists a batch of accepted orders. The consumer needs these answers,
+// not the store that gives them: package store implements them, cmd
+// passes it in.
+
+// ErrStockShort is wrapped by a persister when a batch needs more of a
+// voucher's stock than is left: nothing of the batch is stored, and the
+// caller retries in smaller batches to find the orders that fit.
+var ErrStockShort = errors.New("flashsale: stock short")
+
+// Outcome is what persisting (or, synchronously, selling) did with one
+// order of a batch.
+type Outcome uint8
+
+// The outcomes.
+const (
+	// OutcomeInserted: the order was stored now, with status created.
+	OutcomeInserted Outcome = iota + 1
+	// OutcomeAlreadyPresent: an order with the same id was stored before
+	// (or earlier in the same batch): a redelivery.
+	OutcomeAlreadyPresent
+	// OutcomeConflict: another order id already holds the same voucher
+	// and user (stored before or earlier in the same batch).
+	OutcomeConflict
+	// OutcomeShort: the stock ran out before the order's turn (a
+	// synchronous batch sale only).
+	OutcomeShort
+)
+
+// String returns the outcome's name.
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeInserted:
+		return "inserted"
+	case OutcomeAlreadyPresent:
+		return "already present"
+	case OutcomeConflict:
+		return "conflict"
+	case OutcomeShort:
+		return "short"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// PersistResult tells what persisting a batch did with each order.
+type PersistResult struct {
+	// Outcomes[i] is the outcome of the batch's orders[i].
+	Outcomes []Outcome
+	// Counts of each outcome.
+	Inserted, AlreadyPresent, Conflicts int
+}
+
+// Audit is what the system of record says about one voucher, for the load
+// lab's verdict and for reconciliation with Redis. Orders counts the
+// orders that hold stock (status created or pending; failed orders gave
+// theirs back). With no oversell and no lost update, Stock == Remaining +
+// Orders and DuplicateBuyers == 0.
+type Audit struct {
+	Stock     int
+	Remaining int
+	Orders    int
+	// DistinctBuyers counts the users with at least one order;
+	// DuplicateBuyers those with more than one (a unique key makes that
+	// impossible; an audit checks it rather than trusts it).
+	DistinctBuyers  int
+	DuplicateBuyers int
+}
