@@ -53,7 +53,7 @@ func benchOrders(b *testing.B, svc *async.Service, voucherID int64, want string)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			_, err := svc.PlaceOrder(context.Background(), voucherID, user.Add(1))
+			_, err := svc.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: voucherID, UserID: user.Add(1)})
 			if asynctest.Code(err) != want {
 				b.Errorf("PlaceOrder: %v, want code %q", err, want)
 				return

@@ -123,7 +123,7 @@ func TestReplicaDurabilityBatchesWait(t *testing.T) {
 	for u := int64(1); u <= buyers; u++ {
 		wg.Go(func() {
 			for range 2 {
-				o, err := e.Svc.PlaceOrder(ctx, v.ID, u)
+				o, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u})
 				if err == nil {
 					// Told: the replica must have it now.
 					got, rerr := rc.Do(ctx, rc.B().Hget().Key(buyersKey).Field(strconv.FormatInt(u, 10)).Build()).ToString()
@@ -190,22 +190,22 @@ func TestReplicaDurabilityWithholdsUnreplicatedOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-	other, err := fast.PlaceOrder(ctx, v.ID, 3) // another instance, no WAIT
+	other, err := fast.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 3}) // another instance, no WAIT
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 3); asynctest.Code(err) != flashsale.EUnavailable {
+	if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 3}); asynctest.Code(err) != flashsale.EUnavailable {
 		t.Fatalf("duplicate of an unreplicated order: %v; want unavailable", err)
 
 	}
 	if _, err := e.Svc.FindOrder(ctx, other.ID); asynctest.Code(err) != flashsale.EUnavailable {
 		t.Fatalf("lookup of an unreplicated order: %v; want unavailable", err)
 	}
-	_, err = e.Svc.PlaceOrder(ctx, v.ID, 2)
+	_, err = e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 2})
 	if asynctest.Code(err) != flashsale.EUnavailable || flashsale.RetryAfter(err) <= 0 {
 		t.Fatalf("order while the replica is stopped: %v; want unavailable with a Retry-After", err)
 	}
-	_, err = e.Svc.PlaceOrder(ctx, v.ID, 2)
+	_, err = e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 2})
 	if asynctest.Code(err) != flashsale.EUnavailable {
 		t.Fatalf("retry while the replica is stopped: %v; want unavailable, not the unreplicated order", err)
 	}
@@ -215,7 +215,7 @@ func TestReplicaDurabilityWithholdsUnreplicatedOrders(t *testing.T) {
 	}
 	var first string
 	e.WaitFor("the retry to be answered", 30*time.Second, func() (bool, error) {
-		_, err := e.Svc.PlaceOrder(ctx, v.ID, 2)
+		_, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 2})
 		if asynctest.Code(err) == flashsale.EUnavailable {
 			return false, nil
 		}

@@ -1,37 +1,52 @@
 -- gate.lua decides a batch of orders of one voucher, atomically and in
--- order: the sale window by Redis's clock, stock left, one order per user;
--- for each order it accepts it takes one unit of stock, records the buyer
--- and appends the order to the voucher's stream.
+-- order: the sale window by Redis's clock, the quantity, stock left (all
+-- or nothing), the buyer's limit; for each order it accepts it takes its
+-- units from the stock, adds them to the buyer's record and appends the
+-- order to the voucher's stream.
 --
 -- KEYS[1] meta hash (stock, initial, begin, end; times in µs since 1970;
---         given: units given back by reconciliation; loaded: when
---         load.lua wrote it, µs)
--- KEYS[2] buyers hash (user id -> order id)
+--         given: units given back by reconciliation; returned: units of
+--         closed orders put back; loaded: when load.lua wrote it, µs;
+--         limit: units per buyer, absent 1; window: payment window, µs,
+--         absent 0)
+-- KEYS[2] buyers hash (user id -> "<units>:<latest order id>"; a value
+--         without ":" is the older form, one unit)
 -- KEYS[3] orders stream
--- ARGV    user id, order id (generated before the call), for each order:
---         ARGV[2i-1], ARGV[2i] for the i-th
+-- KEYS[4] keyed hash ("<user>:<idempotency key>" -> order id)
+-- ARGV    for the i-th order, ARGV[4i-3..4i]: user id, order id
+--         (generated before the call), quantity, idempotency key ("" for
+--         none)
 --
 -- Returns one reply per order, in ARGV's order:
---   {0, stock left, entry id, given, initial, loaded}
---                               accepted (given: units given back so far,
---                               initial: the initial stock, loaded: when
---                               the keys were loaded, 0 if unknown; the
---                               level, stock - initial - given, falls by
---                               one per accepted order: see rewind.go)
+--   {0, stock left, entry id, given, initial, loaded, returned, pay_by}
+--                               accepted (given, returned: units given
+--                               back and put back so far, initial: the
+--                               initial stock, loaded: when the keys were
+--                               loaded, 0 if unknown; the level, stock -
+--                               initial - given - returned, falls by the
+--                               quantity per accepted order: see
+--                               rewind.go; pay_by: µs, 0 without a window)
 --   {1}                         the voucher is not loaded
 --   {2, µs until the start}     not started
 --   {3}                         ended
---   {4}                         sold out
---   {5, order id}               the user has this order already (from an
---                               earlier call, or earlier in this batch)
+--   {4, window}                 sold out: fewer units left than asked
+--                               (window: the payment window, µs)
+--   {5, order id}               limit 1: the user has this order already
+--                               (from an earlier call, or earlier in this
+--                               batch)
+--   {6, units}                  the user's live orders hold units, and
+--                               this order would pass the limit
+--   {7, order id, entry id}     an order was placed with this key already
+--   {8, limit}                  the quantity is above the limit
 --
 -- The first write is the HINCRBY of the stock: under maxmemory Redis
 -- refuses a script only at its first write, so a refused batch takes
--- nothing (see DESIGN.md, "A full Redis"); a batch that got past it is written whole,
--- even past maxmemory (at most gateMaxBatch orders, replicaMaxBatch in
--- durability replica). (Reading every buyer with one HMGET and
--- writing them with one HSET was measured no cheaper than this loop.)
-local n = #ARGV / 2
+-- nothing (see DESIGN.md, "A full Redis"); a batch that got past it is
+-- written whole, even past maxmemory (at most gateMaxBatch orders,
+-- replicaMaxBatch in durability replica). (Reading every buyer with one
+-- HMGET and writing them with one HSET was measured no cheaper than this
+-- loop.)
+local n = #ARGV / 4
 local function every(reply)
   local out = {}
   for i = 1, n do
@@ -40,7 +55,7 @@ local function every(reply)
   return out
 end
 
-local meta = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'given', 'initial', 'loaded')
+local meta = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'given', 'initial', 'loaded', 'limit', 'window', 'returned')
 local stock = tonumber(meta[1])
 if not stock then
   return every({1})
@@ -58,23 +73,67 @@ end
 local given = tonumber(meta[4]) or 0
 local initial = tonumber(meta[5]) or 0
 local loaded = tonumber(meta[6]) or 0
+local limit = tonumber(meta[7]) or 1
+local window = tonumber(meta[8]) or 0
+local returned = tonumber(meta[9]) or 0
+local payBy = 0
+if window > 0 then
+  payBy = now + window
+end
+
+-- decide returns the reply to one order, writing it if accepted.
+local function decide(user, order, q, key)
+  if q > limit then
+    return {8, limit}
+  end
+  if key ~= '' then
+    local placed = redis.call('HGET', KEYS[4], user .. ':' .. key)
+    if placed then
+      local c = string.find(placed, ':', 1, true)
+      return {7, string.sub(placed, 1, c - 1), string.sub(placed, c + 1)}
+    end
+  end
+  if stock < q then
+    return {4, window}
+  end
+  local units, latest = 0, nil
+  local prev = redis.call('HGET', KEYS[2], user)
+  if prev then
+    local c = string.find(prev, ':', 1, true)
+    if c then
+      units, latest = tonumber(string.sub(prev, 1, c - 1)), string.sub(prev, c + 1)
+    else
+      units, latest = 1, prev
+    end
+  end
+  if units + q > limit then
+    if limit == 1 then
+      return {5, latest}
+    end
+    return {6, units}
+  end
+  redis.call('HINCRBY', KEYS[1], 'stock', -q)
+  redis.call('HSET', KEYS[2], user, (units + q) .. ':' .. order)
+  stock = stock - q
+  local fields = {'o', order, 'u', user}
+  if q ~= 1 then
+    fields[#fields + 1], fields[#fields + 2] = 'q', q
+  end
+  if payBy > 0 then
+    fields[#fields + 1], fields[#fields + 2] = 'p', string.format('%d', payBy)
+  end
+  if key ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'k', key
+  end
+  local entry = redis.call('XADD', KEYS[3], '*', unpack(fields))
+  if key ~= '' then
+    redis.call('HSET', KEYS[4], user .. ':' .. key, order .. ':' .. entry)
+  end
+  return {0, stock, entry, given, initial, loaded, returned, payBy}
+end
 
 local out = {}
 for i = 1, n do
-  local user, order = ARGV[2 * i - 1], ARGV[2 * i]
-  local prev
-  if stock > 0 then
-    prev = redis.call('HGET', KEYS[2], user)
-  end
-  if stock <= 0 then
-    out[i] = {4}
-  elseif prev then
-    out[i] = {5, prev}
-  else
-    redis.call('HINCRBY', KEYS[1], 'stock', -1)
-    redis.call('HSET', KEYS[2], user, order)
-    stock = stock - 1
-    out[i] = {0, stock, redis.call('XADD', KEYS[3], '*', 'o', order, 'u', user), given, initial, loaded}
-  end
+  out[i] = decide(ARGV[4 * i - 3], ARGV[4 * i - 2], tonumber(ARGV[4 * i - 1]), ARGV[4 * i])
 end
 return out

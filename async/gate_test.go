@@ -75,7 +75,7 @@ func TestPlaceOrderOutcomes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			voucherID, userID := tc.setup()
-			o, err := e.Svc.PlaceOrder(ctx, voucherID, userID)
+			o, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: voucherID, UserID: userID})
 			if asynctest.Code(err) != tc.wantCode || status(o) != tc.wantStatus {
 				t.Errorf("PlaceOrder = %+v, %v; want code %q, status %q", o, err, tc.wantCode, tc.wantStatus)
 			}
@@ -99,7 +99,7 @@ func TestAcceptedOrderIsPendingUntilPersisted(t *testing.T) {
 	if err != nil || got.Remaining != 4 || got.Orders != 1 || got.Stock != 5 || got.Title != v.Title {
 		t.Errorf("FindVoucher = %+v, %v; want remaining 4 and 1 order from Redis", got, err)
 	}
-	_, err = e.Svc.PlaceOrder(ctx, v.ID, 42)
+	_, err = e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 42})
 	if asynctest.Code(err) != flashsale.EDuplicateOrder || !strings.Contains(flashsale.ErrorMessage(err), itoa(o.ID)) {
 		t.Errorf("second order = %v; want EDuplicateOrder naming order %d", err, o.ID)
 	}
@@ -143,20 +143,20 @@ func TestWindowIsDecidedByRedisTime(t *testing.T) {
 	begin, end := now.Add(2*time.Second), now.Add(3*time.Second)
 	v := e.Voucher(10, begin, end)
 
-	_, err := e.Svc.PlaceOrder(ctx, v.ID, 1)
+	_, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1})
 	if asynctest.Code(err) != flashsale.ENotStarted || flashsale.RetryAfter(err) <= 0 || flashsale.RetryAfter(err) > 2*time.Second {
 		t.Fatalf("before the window = %v (retry after %v); want ENotStarted within 2s", err, flashsale.RetryAfter(err))
 	}
 	e.WaitFor("Redis's clock to reach the start", 10*time.Second, func() (bool, error) {
 		return !asynctest.RedisTime(t, e.Client).Before(begin), nil
 	})
-	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 1); err != nil {
+	if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1}); err != nil {
 		t.Fatalf("inside the window: %v", err)
 	}
 	e.WaitFor("Redis's clock to reach the end", 10*time.Second, func() (bool, error) {
 		return !asynctest.RedisTime(t, e.Client).Before(end), nil
 	})
-	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 2); asynctest.Code(err) != flashsale.EEnded {
+	if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 2}); asynctest.Code(err) != flashsale.EEnded {
 		t.Fatalf("after the window = %v; want EEnded", err)
 	}
 }
@@ -169,7 +169,7 @@ func TestNotStartedRetryAfterIsTheStart(t *testing.T) {
 	now := asynctest.RedisTime(t, e.Client)
 	v := e.Voucher(10, now.Add(time.Hour), now.Add(2*time.Hour))
 	for i, user := range []int64{1, 2, 3} { // the first asks Redis, the others hit the verdict
-		_, err := e.Svc.PlaceOrder(context.Background(), v.ID, user)
+		_, err := e.Svc.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: v.ID, UserID: user})
 		if asynctest.Code(err) != flashsale.ENotStarted || flashsale.RetryAfter(err) < 59*time.Minute || flashsale.RetryAfter(err) > time.Hour {
 			t.Fatalf("order %d an hour before the sale = %v (retry after %v); want ENotStarted, retry after about an hour", i+1, err, flashsale.RetryAfter(err))
 		}
@@ -186,17 +186,17 @@ func TestSoldOutIsRememberedBriefly(t *testing.T) {
 	}
 	v := e.Voucher(1)
 	e.Buy(v.ID, 1)
-	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 2); asynctest.Code(err) != flashsale.ESoldOut {
+	if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 2}); asynctest.Code(err) != flashsale.ESoldOut {
 		t.Fatalf("after the last unit = %v; want ESoldOut", err)
 	}
 	// Give the unit back behind the instance's back, as reconciliation does.
 	vk := e.Keys.Voucher(v.ID)
 	e.Do(e.Client.B().Hincrby().Key(vk.Meta).Field("stock").Increment(1).Build())
-	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 2); asynctest.Code(err) != flashsale.ESoldOut {
+	if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 2}); asynctest.Code(err) != flashsale.ESoldOut {
 		t.Fatalf("right after the give-back = %v; want ESoldOut from the local verdict", err)
 	}
 	e.WaitFor("the local verdict to expire", 10*time.Second, func() (bool, error) {
-		_, err := e.Svc.PlaceOrder(ctx, v.ID, 2)
+		_, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 2})
 		return err == nil, nil
 	})
 }
@@ -284,7 +284,7 @@ func TestReloadAfterRedisLossFromTwoInstances(t *testing.T) {
 	for u := int64(1); u <= 200; u++ {
 		for _, svc := range []*async.Service{e.Svc, other} {
 			wg.Go(func() {
-				o, err := svc.PlaceOrder(ctx, v.ID, u)
+				o, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u})
 				if err == nil {
 					mu.Lock()
 					accepted = append(accepted, o)
@@ -329,7 +329,7 @@ func TestReloadCountsOrdersStillInTheStream(t *testing.T) {
 			if s, _, b := e.Snapshot(v.ID); s != 6 || b != 4 {
 				t.Errorf("after the reload: stock %d, buyers %d; want 6 and 4", s, b)
 			}
-			if _, err := e.Svc.PlaceOrder(context.Background(), v.ID, 1); asynctest.Code(err) != flashsale.EDuplicateOrder {
+			if _, err := e.Svc.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: v.ID, UserID: 1}); asynctest.Code(err) != flashsale.EDuplicateOrder {
 				t.Errorf("a buyer whose order is in the stream ordered again: %v", err)
 			}
 			accepted = append(accepted, e.Buy(v.ID, asynctest.Users(5, 10)...)...)
@@ -350,7 +350,7 @@ func TestPointerTTLUnderASecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := e.Voucher(1)
-	o, err := svc.PlaceOrder(context.Background(), v.ID, 1)
+	o, err := svc.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: v.ID, UserID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestConcurrentOrdersFindTheirPointers(t *testing.T) {
 	for u := range int64(300) {
 		wg.Go(func() {
 			v := vouchers[u%2]
-			o, err := e.Svc.PlaceOrder(ctx, v.ID, u+1)
+			o, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u + 1})
 			if err != nil {
 				t.Errorf("PlaceOrder(user %d): %v", u+1, err)
 				return

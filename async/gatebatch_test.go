@@ -83,7 +83,7 @@ func TestGateBatchesConcurrentBuyers(t *testing.T) {
 	for u := int64(1); u <= buyers; u++ {
 		for range 2 {
 			wg.Go(func() {
-				o, err := e.Svc.PlaceOrder(ctx, v.ID, u)
+				o, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u})
 				mu.Lock()
 				defer mu.Unlock()
 				if err == nil {
@@ -122,7 +122,7 @@ func TestGateDropsAbandonedOrders(t *testing.T) {
 	if err := svc.CreateVoucher(ctx, v); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.PlaceOrder(ctx, v.ID, 1); err != nil {
+	if _, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1}); err != nil {
 		t.Fatal(err)
 	}
 	srv.Pause()
@@ -135,7 +135,7 @@ func TestGateDropsAbandonedOrders(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
-			_, err := svc.PlaceOrder(ctx, v.ID, u)
+			_, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u})
 			mu.Lock()
 			codes[asynctest.Code(err)]++
 			mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/flashsale/flashsale"
+
 	"github.com/flashsale/flashsale/async/consume"
 )
 
@@ -35,7 +37,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	for range 16 {
 		wg.Go(func() {
 			for u := next.Add(1); u <= 2*n; u = next.Add(1) {
-				if _, err := e.Svc.PlaceOrder(ctx, v.ID, u); err != nil {
+				if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u}); err != nil {
 					b.Error(err)
 					return
 				}

@@ -99,7 +99,7 @@ func (s *clusterSale) sell(buyers int64, trigger int, after func()) {
 		wg.Go(func() {
 			for u := next.Add(1); u <= buyers; u = next.Add(1) {
 				v := s.vouchers[int(u)%len(s.vouchers)]
-				o, err := s.e.Svc.PlaceOrder(context.Background(), v.ID, u)
+				o, err := s.e.Svc.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: v.ID, UserID: u})
 				s.mu.Lock()
 				if err != nil {
 					s.codes[asynctest.Code(err)]++

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -22,28 +21,37 @@ const (
 	gateEnded
 	gateSoldOut
 	gateDuplicate
+	gateLimitReached
+	gateKeyPlaced
+	gateBadQuantity
 )
 
-// PlaceOrder takes one order of the voucher for the user through the Redis
-// gate. It returns the order with status pending, or ENotFound,
-// ENotStarted (with a RetryAfter), EEnded, ESoldOut or EDuplicateOrder, or
-// EUnavailable when Redis does not answer. A voucher missing from Redis is
-// reloaded from MySQL, then the order is tried once more. Refusals for a
-// voucher that is sold out, ended or not started are remembered for
-// VerdictTTL and answered without Redis.
-func (s *Service) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
-	if voucherID <= 0 {
-		return nil, flashsale.Errorf(flashsale.ENotFound, "voucher %d not found", voucherID)
-	}
-	if userID <= 0 {
+// PlaceOrder takes an order through the Redis gate: pending, or ENotFound,
+// ENotStarted (with a RetryAfter), EEnded, ESoldOut, EDuplicateOrder,
+// ELimitReached or EInvalid (a quantity above the limit), or EUnavailable
+// when Redis does not answer. A request whose idempotency key placed an
+// order already gets that order. A voucher missing from Redis is reloaded
+// from MySQL, then the order is tried once more. Refusals for a voucher
+// that is sold out, ended or not started are remembered for a while
+// (Config.VerdictTTL, shorter for sold out with a payment window) and
+// answered without Redis.
+func (s *Service) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
+	switch {
+	case req.VoucherID <= 0:
+		return nil, flashsale.Errorf(flashsale.ENotFound, "voucher %d not found", req.VoucherID)
+	case req.UserID <= 0:
 		return nil, flashsale.Errorf(flashsale.EInvalid, "user id must be positive")
+	case req.Quantity < 0 || req.Quantity > flashsale.MaxLimitPerBuyer:
+		return nil, flashsale.Errorf(flashsale.EInvalid, "quantity must be 1 to the voucher's limit per buyer")
 	}
-	l, kept := s.local(voucherID)
-	if err := l.refusal(); err != nil {
-		return nil, err
+	l, kept := s.local(req.VoucherID)
+	if req.IdempotencyKey == "" { // a keyed request's first answer may not be a refusal
+		if err := l.refusal(); err != nil {
+			return nil, err
+		}
 	}
 	if !kept {
-		if err := s.shardLocal(ctx, l, voucherID); err != nil {
+		if err := s.shardLocal(ctx, l, req.VoucherID); err != nil {
 			return nil, err
 		}
 	}
@@ -51,37 +59,42 @@ func (s *Service) PlaceOrder(ctx context.Context, voucherID, userID int64) (*fla
 	if err != nil {
 		return nil, unavailable("order id", err)
 	}
-	o, err := s.askGate(ctx, l, voucherID, userID, id)
+	o, err := s.askGate(ctx, l, req, id)
 	if errors.Is(err, ErrNotLoaded) {
 		l.forgetLevel()
-		if err := s.Reload(ctx, voucherID); err != nil {
+		if err := s.Reload(ctx, req.VoucherID); err != nil {
 			return nil, err
 		}
-		o, err = s.askGate(ctx, l, voucherID, userID, id)
+		o, err = s.askGate(ctx, l, req, id)
 		if errors.Is(err, ErrNotLoaded) {
-			return nil, unavailable(fmt.Sprintf("voucher %d", voucherID), err)
+			return nil, unavailable(fmt.Sprintf("voucher %d", req.VoucherID), err)
 		}
 	}
 	if !kept && !errors.Is(err, ErrNotLoaded) && flashsale.ErrorCode(err) != flashsale.EUnavailable {
-		s.keep(voucherID, l)
+		s.keep(req.VoucherID, l)
 	}
 	return o, err
 }
 
+// gateArgs returns the gate's ARGV for one order.
+func orderArgs(req flashsale.OrderRequest, orderID int64) []string {
+	return []string{strconv.FormatInt(req.UserID, 10), strconv.FormatInt(orderID, 10), strconv.Itoa(req.Units()), req.IdempotencyKey}
+}
+
 // askGate has the gate decide one order, in the voucher's next batch
 // (gatebatch.go), and returns its decision decoded.
-func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orderID int64) (*flashsale.Order, error) {
+func (s *Service) askGate(ctx context.Context, l *local, req flashsale.OrderRequest, orderID int64) (*flashsale.Order, error) {
 	if l.shards != nil {
-		return s.askShards(ctx, l, voucherID, userID, orderID)
+		return s.askShards(ctx, l, req, orderID)
 	}
-	c := &gateCall{ctx: ctx, args: []string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)}, level: &l.levels[0]}
-	if err := s.gate(voucherID, l.gateKeys, c); err != nil {
+	c := &gateCall{ctx: ctx, args: orderArgs(req, orderID), level: &l.levels[0]}
+	if err := s.gate(req.VoucherID, l.gateKeys, c); err != nil {
 		// The gate may have run and accepted the order, its reply lost:
 		// then no pointer is written, and the order the buyer's retry is
 		// refused with is found by id only once it is persisted.
 		return nil, unavailable("gate", err)
 	}
-	o, err := s.decodeGateReply(l, c.reply, voucherID, userID, orderID, 0, c.seen)
+	o, err := s.decodeGateReply(ctx, l, c.reply, req, orderID, 0, c.seen)
 	if !c.durable && (err == nil || flashsale.ErrorCode(err) == flashsale.EDuplicateOrder) {
 		// Neither accepted nor refused: the order it names may vanish.
 		return nil, notDurable(orderNotDurable)
@@ -93,30 +106,16 @@ func (s *Service) askGate(ctx context.Context, l *local, voucherID, userID, orde
 // with one), into an order or an error, and remembers refusals in l (and,
 // for an accepted order, writes its pointer and checks its level against
 // seen, the shard's lowest level seen before the request).
-func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherID, userID, orderID int64, shard int, seen *levelMark) (*flashsale.Order, error) {
+func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.RedisMessage, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark) (*flashsale.Order, error) {
 	code, err := res[0].AsInt64()
 	if err != nil {
 		return nil, fmt.Errorf("async: gate answered %v: %w", res, err)
 	}
 	switch code {
 	case gateAccepted:
-		l.accepted.Add(1)
-		left, _ := res[1].AsInt64()
-		entry, _ := res[2].ToString()
-		if len(res) > 5 {
-			given, _ := res[3].AsInt64()
-			initial, _ := res[4].AsInt64()
-			loaded, _ := res[5].AsInt64()
-			s.observeLevel(l, voucherID, shard, seen, loaded, level(left, initial, given))
-		}
-		if left == 0 && l.shards == nil { // a dry shard is refilled from the others
-			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
-		}
-		o := &flashsale.Order{ID: orderID, VoucherID: voucherID, UserID: userID, Status: flashsale.StatusPending, CreatedAt: layout.EntryTime(entry)}
-		s.writePointer(o)
-		return o, nil
+		return s.accepted(l, res, req, orderID, shard, seen), nil
 	case gateNotLoaded:
-		return nil, fmt.Errorf("%w: voucher %d", ErrNotLoaded, voucherID)
+		return nil, fmt.Errorf("%w: voucher %d", ErrNotLoaded, req.VoucherID)
 	case gateNotStarted:
 		wait, _ := res[1].AsInt64()
 		start := time.Duration(wait) * time.Microsecond
@@ -126,57 +125,130 @@ func (s *Service) decodeGateReply(l *local, res []rueidis.RedisMessage, voucherI
 		l.remember(flashsale.EEnded, s.cfg.VerdictTTL, 0)
 		return nil, refusal(flashsale.EEnded, 0)
 	case gateSoldOut:
-		l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
+		window, _ := res[1].AsInt64()
+		if req.Units() == 1 { // an order of more units says nothing of one
+			l.remember(flashsale.ESoldOut, s.soldOutTTL(window > 0), 0)
+		}
 		return nil, refusal(flashsale.ESoldOut, 0)
 	case gateDuplicate:
 		prev, _ := res[1].ToString()
 		return nil, flashsale.Errorf(flashsale.EDuplicateOrder, "you already have order %s for this voucher", prev)
+	case gateLimitReached:
+		units, _ := res[1].AsInt64()
+		return nil, flashsale.Errorf(flashsale.ELimitReached, "your orders of this voucher hold %d units; this order would pass the limit per buyer", units)
+	case gateKeyPlaced:
+		return s.keyPlaced(ctx, res, req)
+	case gateBadQuantity:
+		limit, _ := res[1].AsInt64()
+		return nil, flashsale.Errorf(flashsale.EInvalid, "quantity must be 1 to %d, the voucher's limit per buyer", limit)
 	}
 	return nil, fmt.Errorf("async: gate answered unknown code %d", code)
 }
 
+// accepted returns the order the gate accepted, after writing its pointer
+// and checking the shard's level.
+func (s *Service) accepted(l *local, res []rueidis.RedisMessage, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark) *flashsale.Order {
+	l.accepted.Add(1)
+	left, _ := res[1].AsInt64()
+	entry, _ := res[2].ToString()
+	given, _ := res[3].AsInt64()
+	initial, _ := res[4].AsInt64()
+	loaded, _ := res[5].AsInt64()
+	returned, _ := res[6].AsInt64()
+	payBy, _ := res[7].AsInt64()
+	s.observeLevel(l, req.VoucherID, shard, seen, loaded, level(left, initial, given, returned))
+	if left == 0 && l.shards == nil { // a dry shard is refilled from the others
+		l.remember(flashsale.ESoldOut, s.soldOutTTL(payBy > 0), 0)
+	}
+	o := &flashsale.Order{ID: orderID, VoucherID: req.VoucherID, UserID: req.UserID, Quantity: req.Units(), Status: flashsale.StatusPending,
+		IdempotencyKey: req.IdempotencyKey, CreatedAt: layout.EntryTime(entry)}
+	if payBy > 0 {
+		o.PayBy = time.UnixMicro(payBy).UTC()
+	}
+	s.writePointer(o, entry)
+	return o
+}
+
+// keyPlaced answers a request whose idempotency key placed an order
+// already with that order, as it stands now.
+func (s *Service) keyPlaced(ctx context.Context, res []rueidis.RedisMessage, req flashsale.OrderRequest) (*flashsale.Order, error) {
+	order, _ := res[1].AsInt64()
+	entry, _ := res[2].ToString()
+	o, err := s.db.FindOrder(ctx, order)
+	if flashsale.ErrorCode(err) == flashsale.ENotFound {
+		o, err = s.pendingAt(ctx, order, pointer{req.VoucherID, req.UserID, entry})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("async: the order placed with key %q: %w", req.IdempotencyKey, err)
+	}
+	return o, nil
+}
+
+// soldOutTTL returns how long an instance remembers that a voucher is sold
+// out: with a payment window, units come back as orders expire, and every
+// instance must see them within a second.
+func (s *Service) soldOutTTL(window bool) time.Duration {
+	if window {
+		return min(s.cfg.VerdictTTL, ReturnVerdictTTL)
+	}
+	return s.cfg.VerdictTTL
+}
+
+// ReturnVerdictTTL bounds how long an instance remembers that a voucher
+// with a payment window is sold out.
+const ReturnVerdictTTL = 100 * time.Millisecond
+
 // FindOrder returns the order with the given id: from MySQL once the
 // consumer has persisted it; before that, from Redis with status pending
-// (or failed, when it was dead-lettered or its stock given back); or
-// ENotFound.
+// (or failed, when it was dead-lettered or Redis lost it); or ENotFound.
 func (s *Service) FindOrder(ctx context.Context, id int64) (*flashsale.Order, error) {
 	o, err := s.db.FindOrder(ctx, id)
 	if flashsale.ErrorCode(err) != flashsale.ENotFound {
 		return o, err
 	}
-	voucher, user, err := s.findPointer(ctx, id)
+	o, err = s.findPending(ctx, id)
+	if err != nil || o.Status != flashsale.StatusFailed {
+		return o, err
+	}
+	// The entry left the stream: persisted meanwhile, or lost.
+	if persisted, err := s.db.FindOrder(ctx, id); flashsale.ErrorCode(err) != flashsale.ENotFound {
+		return persisted, err
+	}
+	return o, nil
+}
+
+// findPending returns an accepted order that is not in MySQL from its
+// stream entry: pending while the entry waits in the stream, failed when
+// it was dead-lettered or is gone. ENotFound when Redis has no pointer to
+// it.
+func (s *Service) findPending(ctx context.Context, id int64) (*flashsale.Order, error) {
+	p, err := s.findPointer(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	vk := s.buyerKeys(ctx, voucher, user)
-	pending, err := lookupScript.Exec(ctx, s.client, []string{vk.Buyers, vk.Failed},
-		[]string{strconv.FormatInt(user, 10), strconv.FormatInt(id, 10)}).AsInt64()
-	if err != nil {
+	return s.pendingAt(ctx, id, p)
+}
+
+// pendingAt is findPending for the order at pointer p.
+func (s *Service) pendingAt(ctx context.Context, id int64, p pointer) (*flashsale.Order, error) {
+	vk := s.buyerKeys(ctx, p.voucher, p.user)
+	fields, err := lookupScript.Exec(ctx, s.client, []string{vk.Orders, vk.Failed},
+		[]string{strconv.FormatInt(p.user, 10), strconv.FormatInt(id, 10), p.entry}).AsStrMap()
+	if err != nil && !rueidis.IsRedisNil(err) {
 		return nil, unavailable(fmt.Sprintf("find order %d", id), err)
 	}
 	if s.cfg.Durability.Mode == DurabilityReplica {
-		if err := s.confirmReplicated(ctx, voucher); err != nil {
+		if err := s.confirmReplicated(ctx, p.voucher); err != nil {
 			return nil, err
 		}
 	}
-	status := flashsale.StatusFailed
-	if pending == 1 {
-		status = flashsale.StatusPending
+	if len(fields) == 0 {
+		return &flashsale.Order{ID: id, VoucherID: p.voucher, UserID: p.user, Quantity: 1, Status: flashsale.StatusFailed}, nil
 	}
-	return &flashsale.Order{ID: id, VoucherID: voucher, UserID: user, Status: status}, nil
-}
-
-// parsePointer reads an order pointer, "<voucher>:<user>".
-func parsePointer(val string) (voucher, user int64, err error) {
-	v, u, ok := strings.Cut(val, ":")
-	if !ok {
-		return 0, 0, fmt.Errorf("%q is not voucher:user", val)
+	o, err := layout.ParseOrder(p.voucher, p.entry, fields)
+	if err != nil {
+		return nil, fmt.Errorf("async: entry of order %d: %w", id, err)
 	}
-	if voucher, err = strconv.ParseInt(v, 10, 64); err != nil {
-		return 0, 0, err
-	}
-	if user, err = strconv.ParseInt(u, 10, 64); err != nil {
-		return 0, 0, err
-	}
-	return voucher, user, nil
+	o.Status = flashsale.StatusPending
+	return &o, nil
 }

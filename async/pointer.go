@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,7 @@ const (
 // pointerCall is one accepted order waiting for its pointer's batch.
 type pointerCall struct {
 	order *flashsale.Order
+	entry string // the order's stream entry
 	done  chan struct{}
 }
 
@@ -48,12 +50,12 @@ type pointerQueue struct {
 }
 
 // writePointer records which voucher and user an accepted order belongs
-// to, so FindOrder can answer "pending" before the order is in MySQL, and
+// to, and its stream entry, so FindOrder can answer "pending" before the order is in MySQL, and
 // returns once it is written (with the pointers of the orders accepted
 // meanwhile). A failure is logged, not returned: the order is accepted and
 // will be persisted; only its lookup by id waits for that.
-func (s *Service) writePointer(o *flashsale.Order) {
-	c := &pointerCall{order: o, done: make(chan struct{})}
+func (s *Service) writePointer(o *flashsale.Order, entry string) {
+	c := &pointerCall{order: o, entry: entry, done: make(chan struct{})}
 	q := &s.pointers
 	q.mu.Lock()
 	q.calls = append(q.calls, c)
@@ -99,7 +101,7 @@ func (s *Service) writePointers(batch []*pointerCall) {
 	for _, c := range batch {
 		o := c.order
 		key, field := s.keys.Pointer(o.ID)
-		buckets[key] = append(buckets[key], field, strconv.FormatInt(o.VoucherID, 10)+":"+strconv.FormatInt(o.UserID, 10))
+		buckets[key] = append(buckets[key], field, strconv.FormatInt(o.VoucherID, 10)+":"+strconv.FormatInt(o.UserID, 10)+":"+c.entry)
 	}
 	ttl := max(s.cfg.PointerTTL.Milliseconds(), 1) // PX: a TTL under a second still expires
 	cmds := make(rueidis.Commands, 0, 2*len(buckets))
@@ -126,20 +128,44 @@ func hset(client rueidis.Client, key string, fv []string) rueidis.Completed {
 	return cmd.Build()
 }
 
-// findPointer returns the voucher and user of an order's pointer, or
-// ENotFound when there is none.
-func (s *Service) findPointer(ctx context.Context, id int64) (voucher, user int64, err error) {
+// pointer is what an order's pointer says: its voucher, user and stream
+// entry.
+type pointer struct {
+	voucher, user int64
+	entry         string
+}
+
+// findPointer returns an order's pointer, or ENotFound when there is none.
+func (s *Service) findPointer(ctx context.Context, id int64) (pointer, error) {
 	key, field := s.keys.Pointer(id)
 	val, err := s.client.Do(ctx, s.client.B().Hget().Key(key).Field(field).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
-		return 0, 0, flashsale.Errorf(flashsale.ENotFound, "order %d not found", id)
+		return pointer{}, flashsale.Errorf(flashsale.ENotFound, "order %d not found", id)
 	}
 	if err != nil {
-		return 0, 0, unavailable(fmt.Sprintf("find order %d", id), err)
+		return pointer{}, unavailable(fmt.Sprintf("find order %d", id), err)
 	}
-	voucher, user, err = parsePointer(val)
+	p, err := parsePointer(val)
 	if err != nil {
-		return 0, 0, fmt.Errorf("async: pointer of order %d: %w", id, err)
+		return pointer{}, fmt.Errorf("async: pointer of order %d: %w", id, err)
 	}
-	return voucher, user, nil
+	return p, nil
+}
+
+// parsePointer reads an order pointer, "<voucher>:<user>:<entry id>".
+func parsePointer(val string) (pointer, error) {
+	parts := strings.SplitN(val, ":", 3)
+	if len(parts) != 3 {
+		return pointer{}, fmt.Errorf("%q is not voucher:user:entry", val)
+	}
+	var p pointer
+	var err error
+	if p.voucher, err = strconv.ParseInt(parts[0], 10, 64); err != nil {
+		return pointer{}, err
+	}
+	if p.user, err = strconv.ParseInt(parts[1], 10, 64); err != nil {
+		return pointer{}, err
+	}
+	p.entry = parts[2]
+	return p, nil
 }

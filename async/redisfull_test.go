@@ -76,7 +76,7 @@ func TestRedisFullRefusesWholeOrdersAndRecovers(t *testing.T) {
 				if u > stock {
 					return
 				}
-				o, err := e.Svc.PlaceOrder(ctx, v.ID, u)
+				o, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u})
 				switch {
 				case err == nil:
 					mu.Lock()
@@ -111,7 +111,7 @@ func TestRedisFullRefusesWholeOrdersAndRecovers(t *testing.T) {
 	for u := int64(stock + 1); len(accepted) < stock; u++ {
 		accepted = append(accepted, e.Buy(v.ID, u)...)
 	}
-	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 2*stock); asynctest.Code(err) != flashsale.ESoldOut {
+	if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 2 * stock}); asynctest.Code(err) != flashsale.ESoldOut {
 		t.Fatalf("an order past the stock: %v, want sold_out", err)
 	}
 	e.WaitDrained(v.ID, stock)

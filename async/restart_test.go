@@ -46,7 +46,7 @@ func TestRedisRestartedEmptyReloadsWithoutOversell(t *testing.T) {
 		for range 16 {
 			wg.Go(func() {
 				for u := next.Add(1); u <= to; u = next.Add(1) {
-					o, err := e.Svc.PlaceOrder(ctx, v.ID, u)
+					o, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u})
 					if err != nil {
 						n, _ := codes.LoadOrStore(asynctest.Code(err), new(atomic.Int64))
 						n.(*atomic.Int64).Add(1)

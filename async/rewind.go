@@ -15,9 +15,10 @@ import (
 // but the orders accepted after the replica's last write are gone, their
 // units are for sale again, and their buyers may buy again. An instance
 // notices it by the level of a voucher's keys (of each shard's keys, for
-// a sharded voucher), stock - initial - given: every accepted order
-// lowers it by one, and nothing raises it while Redis keeps its writes.
-// A restore (restore.lua) adds one to stock and to given; a move between
+// a sharded voucher), stock - initial - given - returned: every accepted
+// order lowers it by its quantity, and nothing raises it while Redis keeps
+// its writes. A restore (restore.lua) adds one to stock and to given; a
+// return (async/returns) adds the same units to stock and returned; a move between
 // shards (take.lua, give.lua, whoever completes it) changes stock and
 // initial by the same units; a consumer recording a buyer Redis did not
 // know (ack.lua) takes a unit or nothing. A load from MySQL (load.lua)
@@ -41,7 +42,7 @@ const rewindTimeout = 30 * time.Second
 type levelMark struct{ loaded, low int64 }
 
 // level returns the level in an accepted gate reply.
-func level(left, initial, given int64) int64 { return left - initial - given }
+func level(left, initial, given, returned int64) int64 { return left - initial - given - returned }
 
 // newLevels returns the level marks of a voucher of n shards, none seen.
 func newLevels(n int) []atomic.Pointer[levelMark] { return make([]atomic.Pointer[levelMark], n) }
@@ -135,7 +136,7 @@ func (s *Service) recordPersistedBuyers(ctx context.Context, voucherID int64, sh
 	}
 	var orders []flashsale.Order
 	for _, o := range all {
-		if layout.HomeShard(o.UserID, len(shards)) == shard {
+		if o.Status.Live() && layout.HomeShard(o.UserID, len(shards)) == shard {
 			orders = append(orders, o)
 		}
 	}

@@ -28,7 +28,7 @@ func TestRewoundRedisIsNoticedAndRepaired(t *testing.T) {
 		var wg sync.WaitGroup
 		for u := from; u <= to; u++ {
 			wg.Go(func() {
-				if _, err := e.Svc.PlaceOrder(ctx, v.ID, u); err != nil {
+				if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u}); err != nil {
 					t.Errorf("PlaceOrder(%d): %v", u, err)
 				}
 			})
@@ -57,7 +57,7 @@ func TestRewoundRedisIsNoticedAndRepaired(t *testing.T) {
 	for k, dump := range old { // the replica that lagged is promoted
 		e.Do(e.Client.B().Restore().Key(k).Ttl(0).SerializedValue(dump).Replace().Build())
 	}
-	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 31); err != nil {
+	if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 31}); err != nil {
 		t.Fatal(err)
 	}
 	var rewinds []async.EpochLoss
@@ -69,7 +69,7 @@ func TestRewoundRedisIsNoticedAndRepaired(t *testing.T) {
 	if len(rewinds) != 1 || rewinds[0].Kind != async.LossRewound || rewinds[0].AtLeast != 20 {
 		t.Errorf("rewinds recorded: %+v; want one, at least 20", rewinds)
 	}
-	_, err := e.Svc.PlaceOrder(ctx, v.ID, 15)
+	_, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 15})
 	if asynctest.Code(err) != flashsale.EDuplicateOrder {
 		t.Errorf("a buyer whose persisted order Redis had lost buys again: %v; want %s", err, flashsale.EDuplicateOrder)
 	}

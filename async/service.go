@@ -14,6 +14,8 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async/internal/layout"
+	"github.com/flashsale/flashsale/async/returns"
+	"github.com/flashsale/flashsale/lifecycle"
 )
 
 var (
@@ -46,6 +48,10 @@ type Config struct {
 	// Durability is when an order is accepted (default: in Redis's
 	// memory); check it against Redis with CheckDurability at start.
 	Durability DurabilityConfig
+	// Lifecycle cancels and pays orders (default: one on the store with
+	// Returns, the Restocker into this gate's stock). Serve passes the one
+	// whose expirer it runs.
+	Lifecycle *lifecycle.Service
 }
 
 // Service takes orders through the Redis gate and creates and finds
@@ -73,6 +79,7 @@ type Service struct {
 	gates sync.Map // meta key (string) → *gateQueue
 	// pointers holds the accepted orders whose pointers wait for a batch.
 	pointers pointerQueue
+	life     *lifecycle.Service
 }
 
 // NewService returns a Service on the Redis client and the store.
@@ -90,7 +97,21 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 	if _, err := ParseDurability(string(cfg.Durability.Mode)); err != nil {
 		return nil, err
 	}
-	return &Service{client: client, db: db, keys: layout.New(cfg.Prefix), cfg: cfg, log: cfg.Logger}, nil
+	if cfg.Lifecycle == nil {
+		cfg.Lifecycle = lifecycle.New(db, lifecycle.Config{Restocker: Returns(client, cfg), Logger: cfg.Logger})
+	}
+	return &Service{client: client, db: db, keys: layout.New(cfg.Prefix), cfg: cfg, log: cfg.Logger, life: cfg.Lifecycle}, nil
+}
+
+// Returns returns the Restocker that puts closed orders' units back into
+// the stock of the gate configured by cfg, as durably as it accepts
+// orders.
+func Returns(client rueidis.Client, cfg Config) *returns.Restocker {
+	rc := returns.Config{Prefix: cfg.Prefix}
+	if d := cfg.Durability.withDefaults(); d.Mode == DurabilityReplica {
+		rc.MinReplicas, rc.ReplicaTimeout = d.MinReplicas, d.ReplicaTimeout
+	}
+	return returns.New(client, rc)
 }
 
 // local is what an instance keeps about one voucher.

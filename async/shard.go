@@ -41,34 +41,35 @@ func (s *Service) shardLocal(ctx context.Context, l *local, voucherID int64) err
 const maxRefills = 8
 
 // askShards decides an order of a sharded voucher on the buyer's home
-// shard, refilling the shard from the others while it is dry. It refuses sold_out only after two refills in a row found
-// every shard dry and no units in a journal: the two reads are pipelined
-// over several nodes, not atomic, and a move between two shards can slip
-// past one read, not past two.
-func (s *Service) askShards(ctx context.Context, l *local, voucherID, userID, orderID int64) (*flashsale.Order, error) {
+// shard, refilling the shard from the others while it holds fewer units
+// than asked. It refuses sold_out only after two refills in a row found
+// every other shard dry and no units in a journal: the two reads are
+// pipelined over several nodes, not atomic, and a move between two shards
+// can slip past one read, not past two.
+func (s *Service) askShards(ctx context.Context, l *local, req flashsale.OrderRequest, orderID int64) (*flashsale.Order, error) {
 	if s.cfg.Durability.Mode == DurabilityReplica {
-		return nil, flashsale.Errorf(flashsale.EUnavailable, "voucher %d has shards, which durability replica does not support", voucherID)
+		return nil, flashsale.Errorf(flashsale.EUnavailable, "voucher %d has shards, which durability replica does not support", req.VoucherID)
 	}
-	home := layout.HomeShard(userID, len(l.shards))
+	home := layout.HomeShard(req.UserID, len(l.shards))
 	keys := l.shards[home].Gate()
-	args := []string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)}
+	args := orderArgs(req, orderID)
 	dry := 0
 	for attempt := 0; ; attempt++ {
 		c := &gateCall{ctx: ctx, args: args, level: &l.levels[home]}
-		err := s.gate(voucherID, keys, c)
+		err := s.gate(req.VoucherID, keys, c)
 		res := c.reply
 		if err != nil {
 			return nil, unavailable("gate", err)
 		}
 		if code, _ := res[0].AsInt64(); code != gateSoldOut {
-			return s.decodeGateReply(l, res, voucherID, userID, orderID, home, c.seen)
+			return s.decodeGateReply(ctx, l, res, req, orderID, home, c.seen)
 		}
 		if attempt == maxRefills {
 			e := flashsale.Errorf(flashsale.EBusy, "stock is moving between the voucher's shards; try again")
 			e.RetryAfter = time.Second
 			return nil, e
 		}
-		moved, err := s.refill(ctx, voucherID, l.shards, home, strconv.FormatInt(orderID, 10)+"."+strconv.Itoa(attempt))
+		moved, err := s.refill(ctx, req.VoucherID, l.shards, home, strconv.FormatInt(orderID, 10)+"."+strconv.Itoa(attempt), int64(req.Units()))
 		if err != nil {
 			return nil, err
 		}
@@ -77,18 +78,18 @@ func (s *Service) askShards(ctx context.Context, l *local, voucherID, userID, or
 			continue
 		}
 		if dry++; dry == 2 {
-			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
-			return nil, refusal(flashsale.ESoldOut, 0)
+			return s.decodeGateReply(ctx, l, res, req, orderID, home, c.seen)
 		}
 	}
 }
 
-// refill moves stock to shard home of a voucher: it completes the moves
-// the journals hold (their movers may have died), or else takes half of
-// the fullest other shard's stock. It reports whether anything moved;
-// false means every shard was dry and no journal held units. A shard
-// missing from Redis is reloaded first.
-func (s *Service) refill(ctx context.Context, voucherID int64, shards []layout.VoucherKeys, home int, moveID string) (bool, error) {
+// refill moves stock to shard home of a voucher, which needs q units: it
+// completes the moves the journals hold (their movers may have died), or
+// else takes from the fullest other shard half its stock, or what home
+// lacks if that is more. It reports whether anything moved; false means
+// every other shard was dry and no journal held units. A shard missing
+// from Redis is reloaded first.
+func (s *Service) refill(ctx context.Context, voucherID int64, shards []layout.VoucherKeys, home int, moveID string, q int64) (bool, error) {
 	st, err := layout.ReadShards(ctx, s.client, shards)
 	if err != nil {
 		return false, unavailable("read shards", err)
@@ -110,7 +111,7 @@ func (s *Service) refill(ctx context.Context, voucherID int64, shards []layout.V
 	if completed > 0 || donor < 0 {
 		return completed > 0, nil
 	}
-	if err := layout.Move(ctx, s.client, shards[donor], shards[home], moveID); err != nil {
+	if err := layout.Move(ctx, s.client, shards[donor], shards[home], moveID, q-st[home].Stock); err != nil {
 		return false, unavailable("move stock", err)
 	}
 	return true, nil
@@ -119,16 +120,20 @@ func (s *Service) refill(ctx context.Context, voucherID int64, shards []layout.V
 // loadShards loads the shards of a voucher listed in missing: free units
 // are split evenly among them, and each gets the buyers of orders whose
 // home it is (with their units counted in its initial stock), so that
-// every shard keeps stock + buyers = initial.
+// every shard keeps stock + held units = initial.
 func (s *Service) loadShards(ctx context.Context, v *flashsale.Voucher, shards []layout.VoucherKeys, missing []int, free int, orders []flashsale.Order) error {
 	cmd := s.client.B().Set().Key(s.keys.ShardCountKey(v.ID)).Value(strconv.Itoa(len(shards))).Build()
 	if err := s.client.Do(ctx, cmd).Error(); err != nil {
 		return err
 	}
 	homed := make([][]flashsale.Order, len(shards))
+	held := make([]int, len(shards)) // units of the live orders homed on each
 	for _, o := range orders {
 		k := layout.HomeShard(o.UserID, len(shards))
 		homed[k] = append(homed[k], o)
+		if o.Status.Live() {
+			held[k] += o.Units()
+		}
 	}
 	free = max(free, 0)
 	for i, k := range missing {
@@ -136,7 +141,7 @@ func (s *Service) loadShards(ctx context.Context, v *flashsale.Voucher, shards [
 		if i < free%len(missing) {
 			share++
 		}
-		if err := s.loadKeys(ctx, shards[k], v, homed[k], share, share+len(homed[k])); err != nil {
+		if err := s.loadKeys(ctx, shards[k], v, homed[k], share, share+held[k]); err != nil {
 			return fmt.Errorf("shard %d: %w", k, err)
 		}
 	}

@@ -71,7 +71,7 @@ func sellTo(t *testing.T, e *env, voucherID int64, users []int64, attempts int) 
 	click := func(u int64) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		o, err := e.Svc.PlaceOrder(ctx, voucherID, u)
+		o, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: voucherID, UserID: u})
 		mu.Lock()
 		defer mu.Unlock()
 		switch asynctest.Code(err) {
@@ -127,7 +127,7 @@ func (e *env) checkShardedSold(v *flashsale.Voucher, accepted []*flashsale.Order
 		e.T.Errorf("FindVouchers = %v, %v; want voucher %d first with remaining 0, %d orders", list, err, v.ID, len(accepted))
 	}
 	st, err := async.ReadState(ctx, e.Client, e.Prefix, v.ID)
-	if err != nil || st.Stock != 0 || st.Buyers != len(accepted) || st.InitialStock != v.Stock {
+	if err != nil || st.Stock != 0 || st.Held != len(accepted) || st.InitialStock != v.Stock {
 		e.T.Errorf("ReadState = %+v, %v; want stock 0, %d buyers, initial %d", st, err, len(accepted), v.Stock)
 	}
 	e.CheckSold(&flashsale.Voucher{ID: v.ID, Stock: v.Stock}, accepted)
@@ -197,7 +197,7 @@ func TestShardedSaleSkewed(t *testing.T) {
 // take runs step 1 of a move only, as a mover killed right after it.
 func (e *env) take(from, to layout.VoucherKeys, id string) int64 {
 	e.T.Helper()
-	n, err := layout.Take(context.Background(), e.Client, from, to, id)
+	n, err := layout.Take(context.Background(), e.Client, from, to, id, 0)
 	if err != nil || n == 0 {
 		e.T.Fatalf("take.lua: %d, %v", n, err)
 	}
@@ -328,14 +328,14 @@ func TestShardedSaleWithoutMySQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for u := int64(1); u <= 12; u++ {
-		if _, err := fresh.PlaceOrder(ctx, v.ID, u); err != nil {
+		if _, err := fresh.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u}); err != nil {
 			t.Fatalf("PlaceOrder(%d) without MySQL: %v", u, err)
 		}
-		if _, err := e.Svc.PlaceOrder(ctx, v.ID, u); asynctest.Code(err) != flashsale.EDuplicateOrder {
+		if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u}); asynctest.Code(err) != flashsale.EDuplicateOrder {
 			t.Fatalf("the same buyer %d through another instance: %v; want duplicate_order", u, err)
 		}
 	}
-	if st, err := async.ReadState(ctx, e.Client, e.Prefix, v.ID); err != nil || st.Buyers != 12 || st.Stock != 18 {
+	if st, err := async.ReadState(ctx, e.Client, e.Prefix, v.ID); err != nil || st.Held != 12 || st.Stock != 18 {
 		t.Errorf("ReadState = %+v, %v; want 12 buyers, 18 left", st, err)
 	}
 }

@@ -44,7 +44,7 @@ func startBuyers(svc *async.Service, voucherID int64) *buyers {
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				o, err := svc.PlaceOrder(ctx, voucherID, b.next.Add(1))
+				o, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: voucherID, UserID: b.next.Add(1)})
 				cancel()
 				if err == nil {
 					b.mu.Lock()

@@ -56,7 +56,7 @@ func sellThrough(t *testing.T, svcs []*async.Service, voucherID int64, us []int6
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			o, err := svcs[i%len(svcs)].PlaceOrder(ctx, voucherID, u)
+			o, err := svcs[i%len(svcs)].PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: voucherID, UserID: u})
 			switch asynctest.Code(err) {
 			case "":
 				mu.Lock()
@@ -124,7 +124,7 @@ func TestShardLevelsSurviveMovesReloadsAndRestores(t *testing.T) {
 	}
 	e.take(shards[1], shards[0], "cut.2") // completed by the next mover
 	// b sees shard 2's level with units given back (given 3), persisted.
-	if _, err := b.PlaceOrder(ctx, v.ID, homedUsers(25500, 1, 2, k)[0]); err != nil {
+	if _, err := b.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: homedUsers(25500, 1, 2, k)[0]}); err != nil {
 		t.Fatal(err)
 	}
 	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
@@ -210,7 +210,7 @@ func TestShardRewindIsNoticedAndRepairedPerShard(t *testing.T) {
 		t.Errorf("rewinds recorded: %+v; want one on shard %s, at least %d", rewinds, vk.Body, len(lost))
 	}
 	for _, u := range lostUsers {
-		if _, err := e.Svc.PlaceOrder(ctx, v.ID, u); asynctest.Code(err) != flashsale.EDuplicateOrder {
+		if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u}); asynctest.Code(err) != flashsale.EDuplicateOrder {
 			t.Errorf("a buyer whose persisted order Redis had lost buys again: %v; want %s", err, flashsale.EDuplicateOrder)
 		}
 	}

@@ -17,15 +17,16 @@ import (
 
 // State is what Redis holds for one voucher of the pipeline, summed over
 // its shards (the units moving between them counted in Stock and
-// InitialStock): with nothing sold twice and no buyer lost, Stock + Buyers
+// InitialStock): with nothing sold twice and no buyer lost, Stock + Held
 // = InitialStock at every instant.
 type State struct {
 	// Loaded is false when the voucher is not in Redis; the rest is zero.
 	Loaded              bool
 	Stock, InitialStock int
-	// Buyers counts the orders the gate accepted (one per buyer);
-	// DeadLetters those that can never be persisted.
-	Buyers, DeadLetters int
+	// Held is the units the buyers' live orders hold (the buyers, while
+	// every order is of one unit); DeadLetters counts the orders that can
+	// never be persisted.
+	Held, DeadLetters int
 }
 
 // ReadState reads a voucher's State from Redis, each shard in one
@@ -51,7 +52,7 @@ func ReadState(ctx context.Context, client rueidis.Client, prefix string, vouche
 		}
 		dead += n
 	}
-	return State{Loaded: true, Stock: snap.Stock, InitialStock: snap.InitialStock, Buyers: snap.Buyers, DeadLetters: int(dead)}, nil
+	return State{Loaded: true, Stock: snap.Stock, InitialStock: snap.InitialStock, Held: snap.Held, DeadLetters: int(dead)}, nil
 }
 
 // Registered returns the ids of the vouchers whose streams the consumers

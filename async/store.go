@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/lifecycle"
 )
 
 // VoucherStore keeps vouchers: what the gate needs from the system of
@@ -20,9 +21,16 @@ type VoucherStore interface {
 	// FindVouchers returns a page of vouchers, highest id first, below
 	// before when before > 0.
 	FindVouchers(ctx context.Context, before int64, limit int) ([]*flashsale.Voucher, error)
-	// VoucherSnapshot returns a voucher's row and the orders holding its
-	// stock from one snapshot: what Redis is reloaded from.
+	// VoucherSnapshot returns a voucher's row, its live orders (holding
+	// its stock) and its closed orders whose returns are pending, from one
+	// snapshot: what Redis is reloaded from.
 	VoucherSnapshot(ctx context.Context, id int64) (*flashsale.Voucher, []flashsale.Order, error)
 	// FindOrder returns a persisted order.
 	FindOrder(ctx context.Context, id int64) (*flashsale.Order, error)
+	// PersistOrders stores accepted orders, idempotently, as the consumer
+	// does: the gate persists a pending order itself before it is paid or
+	// cancelled.
+	PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error)
+	// The order's life after it is placed.
+	lifecycle.Store
 }

@@ -86,7 +86,7 @@ func (s *Service) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher
 		return nil, unavailable(fmt.Sprintf("find voucher %d", id), err)
 	}
 	if snap.Loaded {
-		v.Remaining, v.Orders = snap.Stock, snap.Buyers
+		v.Remaining, v.Orders = snap.Stock, snap.Held
 		return &v, nil
 	}
 	return s.db.FindVoucher(ctx, id)
@@ -117,7 +117,7 @@ func (s *Service) FindVouchers(ctx context.Context, before int64, limit int) ([]
 			}
 		}
 		if snap.Loaded {
-			v.Remaining, v.Orders = snap.Stock, snap.Buyers
+			v.Remaining, v.Orders = snap.Stock, snap.Held
 		}
 	}
 	return vs, nil
@@ -203,25 +203,86 @@ func (s *Service) loadRedis(ctx context.Context, v *flashsale.Voucher, orders []
 }
 
 // loadKeys loads one set of a voucher's keys (the voucher's, or one
-// shard's): orders' buyers, the registry entry, then load.lua with the
-// stock remaining and the initial stock.
+// shard's) from a snapshot's orders whose buyers they hold: the live
+// orders' buyers, the closed orders whose returns are pending (MySQL's
+// remaining counts them, so their returns must not add them again), the
+// registry entry, then load.lua with the stock remaining and the initial
+// stock.
 func (s *Service) loadKeys(ctx context.Context, vk layout.VoucherKeys, v *flashsale.Voucher, orders []flashsale.Order, remaining, initial int) error {
-	for start := 0; start < len(orders); start += buyersChunk {
-		cmd := s.client.B().Hset().Key(vk.Buyers).FieldValue()
-		for _, o := range orders[start:min(start+buyersChunk, len(orders))] {
-			cmd = cmd.FieldValue(strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
-		}
-		if err := s.client.Do(ctx, cmd.Build()).Error(); err != nil {
-			return err
-		}
+	buyers, returned, persisted := snapshotRecords(orders)
+	if err := s.hsetChunked(ctx, vk.Buyers, buyers); err != nil {
+		return err
+	}
+	if err := s.hsetChunked(ctx, vk.Returned, returned); err != nil {
+		return err
 	}
 	// Registered before it can take orders: a consumer may find it before
 	// its stream exists, and waits.
 	if err := s.client.Do(ctx, s.client.B().Sadd().Key(s.keys.Registry()).Member(vk.Body).Build()).Error(); err != nil {
 		return err
 	}
-	args := []string{strconv.Itoa(remaining), strconv.Itoa(initial), layout.Micros(v.BeginTime), layout.Micros(v.EndTime), s.cfg.Group}
-	return loadScript.Exec(ctx, s.client, vk.Gate(), args).Error()
+	window := int64(v.PaymentWindow() / time.Microsecond)
+	args := []string{strconv.Itoa(remaining), strconv.Itoa(initial), layout.Micros(v.BeginTime), layout.Micros(v.EndTime), s.cfg.Group,
+		strconv.Itoa(v.BuyerLimit()), strconv.FormatInt(window, 10)}
+	args = append(args, s.streamPersisted(ctx, vk, persisted)...)
+	return loadScript.Exec(ctx, s.client, []string{vk.Meta, vk.Buyers, vk.Orders}, args).Error()
+}
+
+// snapshotRecords returns, from a snapshot's orders, the buyers hash's
+// fields and values (each buyer's live units and latest order), the
+// returned hash's (closed orders with pending returns), and the set of the
+// live orders' ids.
+func snapshotRecords(orders []flashsale.Order) (buyers, returned []string, persisted map[string]bool) {
+	units, latest := map[int64]int64{}, map[int64]int64{}
+	persisted = map[string]bool{}
+	for _, o := range orders {
+		id := strconv.FormatInt(o.ID, 10)
+		if !o.Status.Live() {
+			returned = append(returned, id, strconv.Itoa(o.Units()))
+			continue
+		}
+		persisted[id] = true
+		units[o.UserID] += int64(o.Units())
+		latest[o.UserID] = max(latest[o.UserID], o.ID)
+	}
+	for u, n := range units {
+		buyers = append(buyers, strconv.FormatInt(u, 10), layout.BuyerValue(n, strconv.FormatInt(latest[u], 10)))
+	}
+	return buyers, returned, persisted
+}
+
+// hsetChunked writes fields and values kv into the hash key, a chunk per
+// command.
+func (s *Service) hsetChunked(ctx context.Context, key string, kv []string) error {
+	for start := 0; start < len(kv); start += 2 * buyersChunk {
+		cmd := s.client.B().Hset().Key(key).FieldValue()
+		chunk := kv[start:min(start+2*buyersChunk, len(kv))]
+		for i := 0; i+1 < len(chunk); i += 2 {
+			cmd = cmd.FieldValue(chunk[i], chunk[i+1])
+		}
+		if err := s.client.Do(ctx, cmd.Build()).Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamPersisted returns the ids of the orders in the voucher's stream
+// that the snapshot holds already (persisted, not acknowledged yet), for
+// load.lua to pass over. The stream cannot grow while the voucher is not
+// loaded; what leaves it meanwhile is persisted.
+func (s *Service) streamPersisted(ctx context.Context, vk layout.VoucherKeys, persisted map[string]bool) []string {
+	entries, err := s.client.Do(ctx, s.client.B().Xrange().Key(vk.Orders).Start("-").End("+").Build()).AsXRange()
+	if err != nil {
+		return nil // counted as not persisted: fewer units sold, never twice
+	}
+	var ids []string
+	for _, e := range entries {
+		if id := e.FieldValues[layout.FieldOrder]; persisted[id] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // Backlog returns how many accepted orders are not persisted yet, summed

@@ -126,7 +126,7 @@ func services(t testing.TB, o apiOptions, rc rueidis.Client, prefix string, db *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strategy.NewVoucherService(db, ids), orders
+	return strategy.NewVoucherService(db, ids, "conditional"), orders
 }
 
 func (api *testAPI) userToken(id int64) string {

@@ -144,12 +144,12 @@ func (a *Auditor) Drain(ctx context.Context, voucherID int64, timeout time.Durat
 		if err != nil {
 			return err
 		}
-		if audit.Orders >= rs.Buyers-rs.DeadLetters {
+		if audit.Orders >= rs.Held-rs.DeadLetters {
 			return nil // more than that is for the audit to report
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w after %s: voucher %d has %d buyers in Redis, %d dead letters, %d orders in MySQL",
-				ErrNotDrained, timeout, voucherID, rs.Buyers, rs.DeadLetters, audit.Orders)
+				ErrNotDrained, timeout, voucherID, rs.Held, rs.DeadLetters, audit.Orders)
 		}
 		if err := sleepUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
 			return err

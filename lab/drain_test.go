@@ -40,7 +40,7 @@ func TestDrainAcceptsMoreOrdersThanRedisExpects(t *testing.T) {
 	for u := int64(1); u <= 3; u++ {
 		o := &flashsale.Order{VoucherID: v.ID, UserID: u, Status: flashsale.StatusCreated}
 		if u <= 2 {
-			accepted, err := svc.PlaceOrder(ctx, v.ID, u)
+			accepted, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: u})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,13 +39,19 @@ func TestOutcome(t *testing.T) {
 // orderSvc refuses every order with err.
 type orderSvc struct{ err error }
 
-func (o orderSvc) PlaceOrder(context.Context, int64, int64) (*flashsale.Order, error) {
+func (o orderSvc) PlaceOrder(context.Context, flashsale.OrderRequest) (*flashsale.Order, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
 	return &flashsale.Order{ID: 1}, nil
 }
 func (o orderSvc) FindOrder(context.Context, int64) (*flashsale.Order, error) { return nil, o.err }
+func (o orderSvc) CancelOrder(context.Context, int64, int64) (*flashsale.Order, error) {
+	return nil, o.err
+}
+func (o orderSvc) PayOrder(context.Context, flashsale.Payment) (*flashsale.Order, error) {
+	return nil, o.err
+}
 
 // TestMiddleware serves a mux like httpapi's behind the middleware: routes
 // are labelled by pattern, a miss as unmatched, and an order request is
@@ -60,7 +66,7 @@ func TestMiddleware(t *testing.T) {
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
 		}
-		_, err := svc.PlaceOrder(r.Context(), 7, 1)
+		_, err := svc.PlaceOrder(r.Context(), flashsale.OrderRequest{VoucherID: 7, UserID: 1})
 		if err != nil {
 			w.WriteHeader(http.StatusConflict)
 		}

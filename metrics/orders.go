@@ -22,14 +22,14 @@ type orders struct {
 
 var _ flashsale.OrderService = (*orders)(nil)
 
-func (o *orders) PlaceOrder(ctx context.Context, voucherID, userID int64) (*flashsale.Order, error) {
+func (o *orders) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
 	start := time.Now()
-	ord, err := o.OrderService.PlaceOrder(ctx, voucherID, userID)
+	ord, err := o.OrderService.PlaceOrder(ctx, req)
 	o.m.gate.WithLabelValues(o.m.strategy).Observe(time.Since(start).Seconds())
 	if n, ok := ctx.Value(noteKey{}).(*note); ok {
 		n.counted = true // the HTTP middleware must not count it again
 	}
-	o.m.countOrder(voucherID, Outcome(err))
+	o.m.countOrder(req.VoucherID, Outcome(err))
 	return ord, err
 }
 

@@ -271,7 +271,7 @@ func (s *Sampler) voucher(ctx context.Context, v *VoucherSample, open bool) erro
 	if st.Loaded {
 		stock, dead := st.Stock, st.DeadLetters
 		v.RemainingRedis, v.DeadLetters = &stock, &dead
-		v.Oversold = max(v.Oversold, st.Buyers-st.InitialStock)
+		v.Oversold = max(v.Oversold, st.Held-st.InitialStock)
 		drift := stock - a.Remaining
 		if v.Backlog != nil {
 			drift += int(*v.Backlog)

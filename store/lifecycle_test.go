@@ -21,7 +21,7 @@ func awaiting(t testing.TB, db *DB, voucherID int64, q int, payBy time.Time, use
 	}
 	sales, stored := sellBatch(t, db, voucherID, orders)
 	for i, s := range sales {
-		if s != Inserted || stored[i].Status != flashsale.StatusAwaitingPayment {
+		if s != flashsale.OutcomeInserted || stored[i].Status != flashsale.StatusAwaitingPayment {
 			t.Fatalf("order of user %d: %v, status %q; want inserted, awaiting payment", users[i], s, stored[i].Status)
 		}
 	}
@@ -124,7 +124,7 @@ func TestCancelOrder(t *testing.T) {
 		wantCode(t, err, flashsale.EOrderClosed)
 		// The buyer may buy again, up to the limit.
 		again := flashsale.Order{ID: 5001, VoucherID: 1, UserID: 1, Quantity: 3, PayBy: now.Add(time.Minute)}
-		if sales, _ := sellBatch(t, db, 1, []flashsale.Order{again}); sales[0] != Inserted {
+		if sales, _ := sellBatch(t, db, 1, []flashsale.Order{again}); sales[0] != flashsale.OutcomeInserted {
 			t.Fatalf("buying again after a cancel: %v, want inserted", sales[0])
 		}
 		wantUnits(t, db, 1, 1, 3)

@@ -127,12 +127,16 @@ func (db *DB) MaxOrderID(ctx context.Context) (int64, error) {
 }
 
 // HeldOrders returns the voucher's live orders (those that hold stock), by
-// user id. Inside a Tx it reads the same snapshot as the
-// Tx's other reads (InnoDB's REPEATABLE READ), so it pairs with Remaining;
-// VoucherSnapshot does that.
+// user id. Inside a Tx it reads the same snapshot as the Tx's other reads
+// (InnoDB's REPEATABLE READ), so it pairs with Remaining.
 func (q Queries) HeldOrders(ctx context.Context, voucherID int64) ([]flashsale.Order, error) {
+	return q.ordersOf(ctx, voucherID, liveOrders)
+}
+
+// ordersOf returns the voucher's orders that match where, by user id.
+func (q Queries) ordersOf(ctx context.Context, voucherID int64, where string) ([]flashsale.Order, error) {
 	op := fmt.Sprintf("orders of voucher %d", voucherID)
-	rows, err := q.r.QueryContext(ctx, "SELECT "+orderColumns+" FROM orders WHERE voucher_id = ? AND "+liveOrders+" ORDER BY user_id, id", voucherID)
+	rows, err := q.r.QueryContext(ctx, "SELECT "+orderColumns+" FROM orders WHERE voucher_id = ? AND ("+where+") ORDER BY user_id, id", voucherID)
 	if err != nil {
 		return nil, wrap(op, err)
 	}

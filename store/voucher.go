@@ -144,10 +144,12 @@ func (q Queries) Voucher(ctx context.Context, id int64) (*flashsale.Voucher, err
 	return v, nil
 }
 
-// VoucherSnapshot returns the voucher's row (Orders left at 0) and its
-// orders that hold stock, read in one transaction so they are one snapshot:
-// the remaining stock and the orders that took the rest. It returns
-// ENotFound when the voucher does not exist.
+// VoucherSnapshot returns the voucher's row (Orders left at 0), its live
+// orders (that hold stock) and its closed orders whose returns are pending,
+// read in one transaction so they are one snapshot: the remaining stock,
+// the orders that took the rest, and those whose units it counts already
+// but a gate's stock may not. It returns ENotFound when the voucher does
+// not exist.
 func (db *DB) VoucherSnapshot(ctx context.Context, id int64) (*flashsale.Voucher, []flashsale.Order, error) {
 	var v *flashsale.Voucher
 	var orders []flashsale.Order
@@ -156,7 +158,7 @@ func (db *DB) VoucherSnapshot(ctx context.Context, id int64) (*flashsale.Voucher
 		if v, err = tx.Voucher(ctx, id); err != nil {
 			return err
 		}
-		orders, err = tx.HeldOrders(ctx, id)
+		orders, err = tx.ordersOf(ctx, id, liveOrders+" OR return_pending = 1")
 		return err
 	})
 	if err != nil {

@@ -247,15 +247,9 @@ func (w *worker) deadLetter(ctx context.Context, it item, order, user string, ki
 	return nil
 }
 
-// parseOrder reads a stream entry as an order with status created.
+// parseOrder reads a stream entry as a new order.
 func parseOrder(voucherID int64, e rueidis.XRangeEntry) (flashsale.Order, error) {
-	id, err := strconv.ParseInt(e.FieldValues[layout.FieldOrder], 10, 64)
-	if err != nil || id <= 0 {
-		return flashsale.Order{}, fmt.Errorf("%w: entry %s: order id %q", ErrMalformed, e.ID, e.FieldValues[layout.FieldOrder])
-	}
-	user, err := strconv.ParseInt(e.FieldValues[layout.FieldUser], 10, 64)
-	if err != nil || user <= 0 {
-		return flashsale.Order{}, fmt.Errorf("%w: entry %s: user id %q", ErrMalformed, e.ID, e.FieldValues[layout.FieldUser])
-	}
-	return flashsale.Order{ID: id, VoucherID: voucherID, UserID: user, Status: flashsale.StatusCreated, CreatedAt: layout.EntryTime(e.ID)}, nil
+	o, err := layout.ParseOrder(voucherID, e.ID, e.FieldValues)
+	o.Status = flashsale.StatusPending
+	return o, err
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async/consume"
 )
 
@@ -43,7 +44,7 @@ func preload(b *testing.B, e *env, voucherID int64, n int) {
 	for range 32 {
 		wg.Go(func() {
 			for u := next.Add(1); u <= int64(n); u = next.Add(1) {
-				if _, err := e.Svc.PlaceOrder(context.Background(), voucherID, u); err != nil {
+				if _, err := e.Svc.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: voucherID, UserID: u}); err != nil {
 					b.Errorf("PlaceOrder: %v", err)
 					return
 				}

@@ -13,11 +13,11 @@ package consume
 import (
 	"context"
 	_ "embed" // the Lua scripts
-	"errors"
 
 	"github.com/redis/rueidis"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // Persister stores batches of accepted orders: what the consumer needs
@@ -29,7 +29,7 @@ type Persister interface {
 }
 
 // ErrMalformed is wrapped when a stream entry cannot be read as an order.
-var ErrMalformed = errors.New("async: malformed stream entry")
+var ErrMalformed = layout.ErrMalformed
 
 // The consumer's own Lua scripts; ack.lua and backlog.lua, which the gate
 // runs too, are in internal/layout.

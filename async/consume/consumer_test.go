@@ -83,7 +83,7 @@ func TestConflictingOrderIsDeadLettered(t *testing.T) {
 	o := e.Buy(v.ID, 7)[0]
 	// Another order of the same user reached MySQL some other way.
 	other := &flashsale.Order{ID: o.ID + 1, VoucherID: v.ID, UserID: 7}
-	if err := e.DB.InsertOrder(ctx, other); err != nil {
+	if err := e.DB.InsertOrder(ctx, other, 1); err != nil {
 		t.Fatal(err)
 	}
 	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
@@ -371,7 +371,7 @@ func TestBatchPersistedAfterARedisLossRecordsItsBuyers(t *testing.T) {
 	if stock, initial, buyers := e.Snapshot(v.ID); stock != 6 || initial != 10 || buyers != 4 {
 		t.Fatalf("Redis after the batch landed: stock %d, initial %d, buyers %d; want 6, 10, 4", stock, initial, buyers)
 	}
-	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 1); asynctest.Code(err) != flashsale.EDuplicateOrder {
+	if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1}); asynctest.Code(err) != flashsale.EDuplicateOrder {
 		t.Fatalf("user 1, whose order is in MySQL, ordering again = %v; want a duplicate order", err)
 	}
 }

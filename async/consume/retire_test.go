@@ -44,7 +44,7 @@ func TestFinishedSaleIsRetired(t *testing.T) {
 	if err != nil || got.Remaining != 10 || got.Orders != 10 {
 		t.Fatalf("FindVoucher of the retired sale: %+v, %v; want 10 remaining, 10 orders", got, err)
 	}
-	if _, err := e.Svc.PlaceOrder(ctx, v.ID, 11); asynctest.Code(err) != flashsale.EEnded {
+	if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 11}); asynctest.Code(err) != flashsale.EEnded {
 		t.Fatalf("an order for the retired sale: %v; want ended", err)
 	}
 	if n := e.keysLeft(v.ID); n != 0 {

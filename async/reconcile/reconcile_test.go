@@ -87,7 +87,7 @@ func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
 	// Redis records another order id for user 1 than MySQL holds.
 	e.Do(e.Client.B().Hset().Key(vk.Buyers).FieldValue().FieldValue("1", itoa(accepted[0].ID+7)).Build())
 	// MySQL has an order for user 3, whom Redis never accepted.
-	if err := e.DB.InsertOrder(ctx, &flashsale.Order{ID: accepted[1].ID + 100, VoucherID: v.ID, UserID: 3}); err != nil {
+	if err := e.DB.InsertOrder(ctx, &flashsale.Order{ID: accepted[1].ID + 100, VoucherID: v.ID, UserID: 3}, 1); err != nil {
 		t.Fatal(err)
 	}
 	// A voucher created in MySQL only.

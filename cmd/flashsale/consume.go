@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
+	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/async/consume"
+	"github.com/flashsale/flashsale/lifecycle"
 	"github.com/flashsale/flashsale/metrics"
 )
 
@@ -24,6 +27,9 @@ type consumerFlags struct {
 	// measure wraps what the consumer persists through (observe.go).
 	measure func(consume.Persister) consume.Persister
 	retire  time.Duration
+	// durability is consume's own: how durably its expirer's returns are
+	// put back (serve registers its own, for the gate too).
+	durability durabilityFlags
 }
 
 func (f *consumerFlags) register(fs *flag.FlagSet) {
@@ -90,16 +96,19 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("flashsale consume", flag.ContinueOnError)
 	backendsCfg.registerServers(fs)
 	consumerCfg.register(fs)
+	consumerCfg.durability.register(fs)
 	fs.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics and /debug/pprof on this address (default: no listener)")
 	logs.register(fs)
 	return &ffcli.Command{
 		Name:       "consume",
 		ShortUsage: "flashsale consume --redis URL --db URL [flags]",
-		ShortHelp:  "persist the async pipeline's accepted orders to MySQL (no HTTP)",
-		FlagSet:    fs,
-		Options:    envOptions(),
+		ShortHelp:  "persist the async pipeline's accepted orders to MySQL, and expire unpaid ones (no HTTP)",
+		LongHelp: "Persists the orders the async gate accepted, and, as every serve does, expires orders past their pay_by " +
+			"and puts their units back into the gate's stock (--durability says how durably, as serve's does).",
+		FlagSet: fs,
+		Options: envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
-			if err := cmp.Or(needServers("consume", backendsCfg), consumerCfg.validate()); err != nil {
+			if err := cmp.Or(needServers("consume", backendsCfg), consumerCfg.validate(), consumerCfg.durability.validate()); err != nil {
 				return usage(err)
 			}
 			return runConsumer(ctx, backendsCfg, consumerCfg, metricsAddr, logs.logger(stderr), stdout)
@@ -129,8 +138,13 @@ func runConsumer(ctx context.Context, bf backendFlags, cf consumerFlags, metrics
 	if m != nil {
 		m.WatchConsumer(c)
 	}
+	life := lifecycle.New(b.db, lifecycle.Config{Logger: log,
+		Restocker: async.Returns(b.redis, async.Config{Prefix: b.prefix, Durability: cf.durability.config()})})
 	fmt.Fprintf(stdout, "flashsale: consuming as %s\n", c.Name())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = life.Run(ctx, lifecycle.ExpirerConfig{}) })
 	err = c.Run(ctx)
+	wg.Wait()
 	fmt.Fprintf(stdout, "flashsale: stopped: %s\n", consumerSummary(c))
 	return err
 }

@@ -187,7 +187,7 @@ func (r *saleRig) audit(s *sale) (lost int) {
 	if a.Orders != durabilityStock || a.DistinctBuyers != durabilityStock || a.DuplicateBuyers != 0 || a.Remaining != 0 {
 		r.t.Errorf("MySQL: %+v; want %d orders by as many buyers, none left, none oversold", a, durabilityStock)
 	}
-	if st.Buyers != durabilityStock || st.Stock != 0 || st.DeadLetters != 0 {
+	if st.Held != durabilityStock || st.Stock != 0 || st.DeadLetters != 0 {
 		r.t.Errorf("Redis: %+v; want %d buyers, no stock left, no dead letters", st, durabilityStock)
 	}
 	return lost

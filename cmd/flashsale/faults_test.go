@@ -262,7 +262,7 @@ func (r *saleRig) checkStock(s *sale, faultStock int) {
 		r.t.Fatal(err)
 	}
 	r.t.Logf("told accepted %d, refused %v, transport errors %d; Redis %+v; MySQL %+v", len(s.accepted), s.codes, s.failures, st, a)
-	if st.Buyers != faultStock || st.Stock != 0 || st.DeadLetters != 0 {
+	if st.Held != faultStock || st.Stock != 0 || st.DeadLetters != 0 {
 		r.t.Errorf("Redis: %+v; want %d buyers, no stock left, no dead letters", st, faultStock)
 	}
 	if a.Orders != faultStock || a.DistinctBuyers != faultStock || a.DuplicateBuyers != 0 || a.Remaining != 0 {

@@ -40,3 +40,29 @@ func (f *jwtSecretFlags) value() (string, error) {
 	}
 	return s, nil
 }
+
+// paymentFlags are --payment-secret-file: the key the payment provider
+// signs its webhook (POST /api/payments) with.
+type paymentFlags struct {
+	file string
+}
+
+func (f *paymentFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.file, "payment-secret-file", "", "read the payment provider's webhook signing secret from this file (trailing whitespace dropped); without it POST /api/payments answers unavailable")
+}
+
+// secret returns the secret read from the file, or nil without one.
+func (f *paymentFlags) secret() ([]byte, error) {
+	if f.file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(f.file)
+	if err != nil {
+		return nil, fmt.Errorf("--payment-secret-file: %w", err)
+	}
+	s := strings.TrimRight(string(b), " \t\r\n")
+	if s == "" {
+		return nil, fmt.Errorf("--payment-secret-file %s is empty", f.file)
+	}
+	return []byte(s), nil
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -20,6 +21,8 @@ import (
 	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/httpapi"
+	"github.com/flashsale/flashsale/idempotency"
+	"github.com/flashsale/flashsale/lifecycle"
 	"github.com/flashsale/flashsale/lock"
 	"github.com/flashsale/flashsale/ratelimit"
 	"github.com/flashsale/flashsale/strategy"
@@ -43,6 +46,8 @@ type serveConfig struct {
 	metricsAddr string // observe.go: /metrics and pprof on their own listener
 	durability  durabilityFlags
 	locks       lockFlags // stocklock.go
+	payments    paymentFlags
+	expireEvery time.Duration
 }
 
 // strategyEntry is one value of --strategy: how serve builds it.
@@ -118,6 +123,8 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.shutdownFor, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on shutdown")
 	fs.BoolVar(&c.consume, "consume", true, "with --strategy async, run the stream consumer in this process")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics and /debug/pprof on this address (default: /metrics on --addr, no pprof)")
+	fs.DurationVar(&c.expireEvery, "expire-every", 100*time.Millisecond, "how often to expire orders past their pay_by and put their units back on sale (every instance does; each order expires once)")
+	c.payments.register(fs)
 	c.backends.register(fs)
 	c.consumer.register(fs)
 	c.durability.register(fs)
@@ -135,8 +142,11 @@ func (c *serveConfig) validate() error {
 	if c.raceWindow < 0 {
 		return errors.New("--race-window must not be negative")
 	}
-	if c.lockWait <= 0 || c.shutdownFor <= 0 {
-		return errors.New("--lock-wait and --shutdown-timeout must be positive")
+	if c.lockWait <= 0 || c.shutdownFor <= 0 || c.expireEvery <= 0 {
+		return errors.New("--lock-wait, --shutdown-timeout and --expire-every must be positive")
+	}
+	if _, err := c.payments.secret(); err != nil {
+		return err
 	}
 	if c.strategy != "async" && c.durability.mode != string(async.DurabilityMemory) {
 		return errors.New("--durability applies to --strategy async (the others write MySQL before they answer)")
@@ -237,7 +247,7 @@ type instance struct {
 	failed chan error // the server stopped by itself
 	// answers counts what the server answered.
 	answers answerCounter
-	// stopConsumer stops the consumer and waits for it.
+	// stopConsumer stops the consumer and the expirer, and waits for them.
 	stopConsumer func()
 }
 
@@ -264,13 +274,9 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		svc.close()
 		return nil, err
 	}
-	inst := &instance{URL: "http://" + ln.Addr().String(), svc: svc, obs: obs, failed: make(chan error, 1), stopConsumer: func() {}}
-	if svc.consumer != nil && cfg.consume {
-		cctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = svc.consumer.Run(cctx) }()
-		inst.stopConsumer = func() { cancel(); <-done }
-	}
+	inst := &instance{URL: "http://" + ln.Addr().String(), svc: svc, obs: obs, failed: make(chan error, 1)}
+	inst.stopConsumer = runBackground(svc, cfg)
+	paymentSecret, _ := cfg.payments.secret() // validated
 	api := &httpapi.Server{
 		Vouchers:   svc.vouchers,
 		Orders:     svc.orders,
@@ -281,6 +287,8 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		TrustProxy: cfg.trustProxy,
 		Ready:      svc.ready,
 		Logger:     log,
+
+		PaymentSecret: paymentSecret,
 	}
 	inst.srv = &http.Server{
 		Handler:           inst.obs.handler(inst.answers.wrap(api.Handler()), authn),
@@ -312,14 +320,32 @@ func (inst *instance) Stop(ctx context.Context) error {
 	return nil
 }
 
+// runBackground starts what an instance runs beside its server — the
+// expirer, and for async with --consume the consumer — and returns what
+// stops them and waits for them.
+func runBackground(svc *services, cfg serveConfig) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = svc.life.Run(ctx, lifecycle.ExpirerConfig{Every: cfg.expireEvery, ObserveLag: svc.observeLag})
+	})
+	if svc.consumer != nil && cfg.consume {
+		wg.Go(func() { _ = svc.consumer.Run(ctx) })
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
 // services are what serve runs for one strategy.
 type services struct {
 	vouchers flashsale.VoucherService
 	orders   flashsale.OrderService
-	consumer *consume.Consumer // async only
-	locks    *lock.Client      // the lock strategy only
-	ready    httpapi.ReadyFunc
-	close    func()
+	// life cancels, pays and expires orders; serve runs its expirer.
+	life       *lifecycle.Service
+	observeLag func(time.Duration) // observe.go
+	consumer   *consume.Consumer   // async only
+	locks      *lock.Client        // the lock strategy only
+	ready      httpapi.ReadyFunc
+	close      func()
 }
 
 // newServices builds the voucher and order services for the strategy.
@@ -328,7 +354,12 @@ func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, err
 	if !ok {
 		return nil, fmt.Errorf("strategy: unknown strategy %q", cfg.strategy)
 	}
-	return entry.build(cfg, b, log)
+	svc, err := entry.build(cfg, b, log)
+	if err != nil {
+		return nil, err
+	}
+	svc.orders = idempotency.Wrap(svc.orders, b.redis, idempotency.Config{Prefix: b.prefix})
+	return svc, nil
 }
 
 // validateAsync checks the consumer's flags when serve runs one.
@@ -348,7 +379,9 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 	if err := cfg.durability.check(b.redis, log); err != nil {
 		return nil, err
 	}
-	svc, err := async.NewService(b.redis, b.db, async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log, Durability: cfg.durability.config()})
+	acfg := async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log, Durability: cfg.durability.config()}
+	acfg.Lifecycle = lifecycle.New(b.db, lifecycle.Config{Restocker: async.Returns(b.redis, acfg), Logger: log})
+	svc, err := async.NewService(b.redis, b.db, acfg)
 	if err != nil {
 		return nil, err
 	}
@@ -360,12 +393,12 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 		return map[string]any{"backlog": n}, errors.Join(err, berr)
 	}
 	stopWatch := watchEpoch(svc, log)
-	return &services{vouchers: svc, orders: svc, consumer: cfg.consumer.new(b, log), ready: ready, close: stopWatch}, nil
+	return &services{vouchers: svc, orders: svc, life: acfg.Lifecycle, consumer: cfg.consumer.new(b, log), ready: ready, close: stopWatch}, nil
 }
 
 // newSyncServices builds one of the synchronous strategies, with a lock
 // client for the lock strategy.
-func newSyncServices(cfg serveConfig, b *backends, _ *slog.Logger) (*services, error) {
+func newSyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, error) {
 	locks := lock.New(b.redis, lock.WithPrefix(b.prefix+"lock:"))
 	scfg := strategy.Config{
 		DB:         b.db,
@@ -373,6 +406,7 @@ func newSyncServices(cfg serveConfig, b *backends, _ *slog.Logger) (*services, e
 		Locks:      locks,
 		RaceWindow: cfg.raceWindow,
 		LockWait:   cfg.lockWait,
+		Lifecycle:  lifecycle.New(b.db, lifecycle.Config{Logger: log}),
 	}
 	if err := cfg.locks.config(&scfg, b); err != nil {
 		locks.Close()
@@ -383,7 +417,7 @@ func newSyncServices(cfg serveConfig, b *backends, _ *slog.Logger) (*services, e
 		locks.Close()
 		return nil, err
 	}
-	svc := &services{vouchers: strategy.NewVoucherService(b.db, b.ids), orders: orders, ready: b.ready, close: func() { locks.Close() }}
+	svc := &services{vouchers: strategy.NewVoucherService(b.db, b.ids, cfg.strategy), orders: orders, life: scfg.Lifecycle, ready: b.ready, close: func() { locks.Close() }}
 	if cfg.strategy == "lock" {
 		svc.locks = locks
 	}

@@ -35,7 +35,7 @@ type DB interface {
 	async.VoucherStore
 	consume.Persister
 	reconcile.AuditStore
-	InsertOrder(ctx context.Context, o *flashsale.Order) error
+	InsertOrder(ctx context.Context, o *flashsale.Order, limit int) error
 	SetRemaining(ctx context.Context, voucherID int64, n int) error
 	Close() error
 }
@@ -176,7 +176,7 @@ func (e *Env) Buy(voucherID int64, users ...int64) []*flashsale.Order {
 	e.T.Helper()
 	orders := make([]*flashsale.Order, len(users))
 	for i, u := range users {
-		o, err := e.Svc.PlaceOrder(context.Background(), voucherID, u)
+		o, err := e.Svc.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: voucherID, UserID: u})
 		if err != nil {
 			e.T.Fatalf("PlaceOrder(%d, %d): %v", voucherID, u, err)
 		}

@@ -28,7 +28,7 @@ func (e *Env) Snapshot(voucherID int64) (stock, initial, buyers int64) {
 	if err != nil || !s.Loaded {
 		e.T.Fatalf("snapshot of voucher %d: %+v %v", voucherID, s, err)
 	}
-	return int64(s.Stock), int64(s.InitialStock), int64(s.Buyers)
+	return int64(s.Stock), int64(s.InitialStock), int64(s.Held)
 }
 
 // Do runs a Redis command, failing the test on an error.
@@ -127,7 +127,7 @@ func (e *Env) Sell(voucherID int64, buyers, attempts int) []*flashsale.Order {
 		for range attempts {
 			wg.Go(func() {
 				<-start
-				o, err := e.Svc.PlaceOrder(context.Background(), voucherID, int64(u))
+				o, err := e.Svc.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: voucherID, UserID: int64(u)})
 				mu.Lock()
 				defer mu.Unlock()
 				switch Code(err) {

@@ -8,12 +8,14 @@
 -- It always does, but for one case: Redis lost the voucher's keys while a
 -- consumer held a batch, and the voucher was reloaded from MySQL before the
 -- batch was committed there. Its buyers would then be sold another order,
--- and their units sold again. A buyer Redis did not know takes one unit of
--- the stock, as the gate would have.
+-- and their units sold again. A buyer Redis did not know takes the order's
+-- units from the stock, as the gate would have (or what is left). An order
+-- already returned (cancelled or expired before this ack) holds nothing.
 --
--- KEYS[1] orders stream, KEYS[2] meta hash, KEYS[3] buyers hash
+-- KEYS[1] orders stream, KEYS[2] meta hash, KEYS[3] buyers hash,
+-- KEYS[4] returned hash
 -- ARGV[1] consumer group, ARGV[2] n, ARGV[3..2+n] entry ids (none: just
--- trim), then user id, order id pairs of the orders persisted
+-- trim), then user id, order id, quantity triples of the orders persisted
 --
 -- Returns {entries acknowledged, entries trimmed, buyers recorded}.
 local n = tonumber(ARGV[2])
@@ -23,11 +25,13 @@ if n > 0 then
 end
 local recorded = 0
 if redis.call('EXISTS', KEYS[2]) == 1 then
-  for i = 3 + n, #ARGV, 2 do
-    if redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1]) == 1 then
+  for i = 3 + n, #ARGV, 3 do
+    local user, order, q = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+    if redis.call('HEXISTS', KEYS[4], order) == 0 and redis.call('HSETNX', KEYS[3], user, q .. ':' .. order) == 1 then
       recorded = recorded + 1
-      if tonumber(redis.call('HGET', KEYS[2], 'stock')) > 0 then
-        redis.call('HINCRBY', KEYS[2], 'stock', -1)
+      local stock = tonumber(redis.call('HGET', KEYS[2], 'stock'))
+      if stock > 0 then
+        redis.call('HINCRBY', KEYS[2], 'stock', -math.min(q, stock))
       end
     end
   end

@@ -10,9 +10,15 @@
 // Every voucher's keys share one hash tag, so each script touches one slot
 // and the pipeline runs unchanged on Redis Cluster:
 //
-//	<prefix>{v<id>}:meta    hash: stock (left), initial, begin, end (µs since 1970), given (units given back), loaded (µs)
-//	<prefix>{v<id>}:buyers  hash: user id → order id
-//	<prefix>{v<id>}:orders  stream of accepted orders (FieldOrder, FieldUser), consumer group DefaultGroup
+//	<prefix>{v<id>}:meta    hash: stock (left), initial, begin, end (µs since 1970), given (units given back),
+//	                        loaded (µs), limit (units per buyer; absent: 1), window (payment window, µs;
+//	                        absent: none), returned (units of closed orders put back on sale)
+//	<prefix>{v<id>}:buyers  hash: user id → "<units>:<order id>", the units the buyer's live orders hold
+//	                        and the latest of them (BuyerValue; a value without ":" is one unit)
+//	<prefix>{v<id>}:orders  stream of accepted orders (FieldOrder, FieldUser, FieldQuantity, FieldPayBy,
+//	                        FieldKey), consumer group DefaultGroup
+//	<prefix>{v<id>}:returned hash: order id → units, the closed orders whose units are back in stock
+//	<prefix>{v<id>}:keyed   hash: "<user>:<idempotency key>" → order id, the orders placed with a key
 //	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with a DeadKind and a reason
 //	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
 //	<prefix>{v<id>}:tries   hash: entry id → attempts to persist it on its own
@@ -21,7 +27,7 @@
 //	<prefix>{v<id>}:applied sharded: set of the transfers added to this shard
 //	<prefix>{v<id>}:shards  sharded: the number of shards, in shard 0's slot
 //	<prefix>{v<id>.<n>}:…   the same keys for shard k ≥ 1 of a sharded voucher (shard.go)
-//	<prefix>{p<bucket>}     order pointers: hash order id → "<voucher>:<user>" of the ids of
+//	<prefix>{p<bucket>}     order pointers: hash order id → "<voucher>:<user>:<entry id>" of the ids of
 //	                        16 seconds, expires a day after its last write
 //	<prefix>vouchers        set: the registry, members "<id>" or "<id>.<n>", whose streams consumers read
 //	<prefix>retiring        sorted set: finished vouchers → when their keys may be deleted (ms)
@@ -64,13 +70,15 @@ type VoucherKeys struct {
 	Sync                               string // written after a batch of orders, before WAIT
 	Moves                              string // sharded: units taken from this shard on their way to another
 	Applied                            string // sharded: ids of the moves added to this shard
+	Returned                           string // order id → units put back in stock
+	Keyed                              string // "<user>:<idempotency key>" → order id
 	// Body is what the hash tag's braces hold after "v": the voucher's id,
 	// or a shard's "<id>.<n>"; it is also the voucher's registry member.
 	Body string
 }
 
-// Gate returns the keys gate.lua and load.lua take: meta, buyers, orders.
-func (vk VoucherKeys) Gate() []string { return []string{vk.Meta, vk.Buyers, vk.Orders} }
+// Gate returns the keys gate.lua takes: meta, buyers, orders, keyed.
+func (vk VoucherKeys) Gate() []string { return []string{vk.Meta, vk.Buyers, vk.Orders, vk.Keyed} }
 
 // Voucher returns the keys of a voucher (of shard 0, when it has shards).
 func (k Keyspace) Voucher(id int64) VoucherKeys {
@@ -82,16 +90,18 @@ func (k Keyspace) Voucher(id int64) VoucherKeys {
 func (k Keyspace) Tagged(body string) VoucherKeys {
 	tag := k.prefix + "{v" + body + "}:"
 	return VoucherKeys{
-		Meta:    tag + "meta",
-		Buyers:  tag + "buyers",
-		Orders:  tag + "orders",
-		Dead:    tag + "dead",
-		Failed:  tag + "failed",
-		Tries:   tag + "tries",
-		Sync:    tag + "sync",
-		Moves:   tag + "moves",
-		Applied: tag + "applied",
-		Body:    body,
+		Meta:     tag + "meta",
+		Buyers:   tag + "buyers",
+		Orders:   tag + "orders",
+		Dead:     tag + "dead",
+		Failed:   tag + "failed",
+		Tries:    tag + "tries",
+		Sync:     tag + "sync",
+		Moves:    tag + "moves",
+		Applied:  tag + "applied",
+		Returned: tag + "returned",
+		Keyed:    tag + "keyed",
+		Body:     body,
 	}
 }
 

@@ -32,10 +32,11 @@ var (
 
 // Snapshot is a voucher's live figures in Redis, each set of keys read in
 // one step by snapshot.lua. While nothing is sold twice and no buyer is
-// lost, Stock + Buyers = InitialStock.
+// lost, Stock + Held = InitialStock.
 type Snapshot struct {
-	Loaded                      bool // false: not in Redis, the rest is zero
-	Stock, InitialStock, Buyers int
+	Loaded bool // false: not in Redis, the rest is zero
+	// Held is the units the buyers' live orders hold.
+	Stock, InitialStock, Held int
 }
 
 // ReadSnapshots reads the snapshot of each set of keys, in one round trip.
@@ -51,7 +52,7 @@ func ReadSnapshots(ctx context.Context, client rueidis.Client, vks []VoucherKeys
 		case err != nil:
 			return nil, err
 		case len(v) == 3:
-			out[i] = Snapshot{Loaded: true, Stock: int(v[0]), InitialStock: int(v[1]), Buyers: int(v[2])}
+			out[i] = Snapshot{Loaded: true, Stock: int(v[0]), InitialStock: int(v[1]), Held: int(v[2])}
 		case len(v) != 0:
 			return nil, fmt.Errorf("snapshot.lua answered %v", v)
 		}
@@ -87,7 +88,7 @@ func ReadSnapshot(ctx context.Context, client rueidis.Client, k Keyspace, vouche
 		}
 		sum.Stock += s.Stock + moving
 		sum.InitialStock += s.InitialStock + moving
-		sum.Buyers += s.Buyers
+		sum.Held += s.Held
 	}
 	return sum, nil
 }
@@ -155,13 +156,13 @@ func Backlog(ctx context.Context, client rueidis.Client, k Keyspace, group strin
 // Redis does not know, taking a unit of stock for each as the gate would
 // have. It returns how many buyers it recorded.
 func Ack(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string, entries []string, orders []flashsale.Order) (int64, error) {
-	args := make([]string, 0, 2+len(entries)+2*len(orders))
+	args := make([]string, 0, 2+len(entries)+3*len(orders))
 	args = append(args, group, strconv.Itoa(len(entries)))
 	args = append(args, entries...)
 	for _, o := range orders {
-		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
+		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10), strconv.Itoa(o.Units()))
 	}
-	v, err := ackScript.Exec(ctx, client, []string{vk.Orders, vk.Meta, vk.Buyers}, args).AsIntSlice()
+	v, err := ackScript.Exec(ctx, client, []string{vk.Orders, vk.Meta, vk.Buyers, vk.Returned}, args).AsIntSlice()
 	if err != nil {
 		return 0, err
 	}

@@ -146,18 +146,18 @@ func ReadShards(ctx context.Context, client rueidis.Client, shards []VoucherKeys
 	return out, nil
 }
 
-// Take runs step 1 of a move: take.lua takes half the donor's stock (at
-// least one unit) and records the move in its journal. It returns the
-// units taken, 0 when the donor has none.
-func Take(ctx context.Context, client rueidis.Client, from, to VoucherKeys, moveID string) (int64, error) {
-	return takeScript.Exec(ctx, client, []string{from.Meta, from.Moves}, []string{moveID, to.Body}).AsInt64()
+// Take runs step 1 of a move: take.lua takes half the donor's stock, or
+// want units if that is more (as much as it has), and records the move in
+// its journal. It returns the units taken, 0 when the donor has none.
+func Take(ctx context.Context, client rueidis.Client, from, to VoucherKeys, moveID string, want int64) (int64, error) {
+	return takeScript.Exec(ctx, client, []string{from.Meta, from.Moves}, []string{moveID, to.Body, strconv.FormatInt(want, 10)}).AsInt64()
 }
 
-// Move takes units from one shard and adds them to another, in the three
-// steps above; a failure past the first leaves the move in the donor's
-// journal, for CompleteMoves.
-func Move(ctx context.Context, client rueidis.Client, from, to VoucherKeys, moveID string) error {
-	n, err := Take(ctx, client, from, to, moveID)
+// Move takes units from one shard (half its stock, or want if that is
+// more) and adds them to another, in the three steps above; a failure past
+// the first leaves the move in the donor's journal, for CompleteMoves.
+func Move(ctx context.Context, client rueidis.Client, from, to VoucherKeys, moveID string, want int64) error {
+	n, err := Take(ctx, client, from, to, moveID, want)
 	if err != nil || n == 0 {
 		return err
 	}

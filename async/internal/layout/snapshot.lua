@@ -1,12 +1,26 @@
 -- snapshot.lua reads a voucher's live figures in one step: stock left,
--- initial stock and the number of buyers. With nothing sold twice and no
--- buyer lost, stock + buyers = initial at every instant.
+-- initial stock and the units its buyers hold. With nothing sold twice
+-- and no buyer lost, stock + held = initial at every instant.
 --
 -- KEYS[1] meta hash, KEYS[2] buyers hash
 --
--- Returns {stock, initial, buyers}, or {} when the voucher is not loaded.
-local m = redis.call('HMGET', KEYS[1], 'stock', 'initial')
+-- Returns {stock, initial, held}, or {} when the voucher is not loaded.
+local m = redis.call('HMGET', KEYS[1], 'stock', 'initial', 'limit')
 if not m[1] then
   return {}
 end
-return {tonumber(m[1]), tonumber(m[2]), redis.call('HLEN', KEYS[2])}
+-- With a limit of 1 every buyer holds one unit: HLEN is the sum, without
+-- reading every buyer.
+if (tonumber(m[3]) or 1) == 1 then
+  return {tonumber(m[1]), tonumber(m[2]), redis.call('HLEN', KEYS[2])}
+end
+local held = 0
+for _, v in ipairs(redis.call('HVALS', KEYS[2])) do
+  local c = string.find(v, ':', 1, true)
+  if c then
+    held = held + tonumber(string.sub(v, 1, c - 1))
+  else
+    held = held + 1
+  end
+end
+return {tonumber(m[1]), tonumber(m[2]), held}

@@ -11,8 +11,11 @@ import (
 // would make old entries unreadable.
 const (
 	// The orders stream; dead letters copy them.
-	FieldOrder = "o" // order id
-	FieldUser  = "u" // user id
+	FieldOrder    = "o" // order id
+	FieldUser     = "u" // user id
+	FieldQuantity = "q" // units; absent: 1
+	FieldPayBy    = "p" // when the order expires unpaid, µs since 1970; absent: no payment step
+	FieldKey      = "k" // the idempotency key it was placed with; absent: none
 	// Dead letters (and "entry", "deliveries", which only people read).
 	FieldReason = "reason" // why, for a person
 	FieldKind   = "kind"   // why, for a program: a DeadKind
@@ -52,6 +55,26 @@ const (
 	// DeadPoison: attempts to persist the order on its own kept dying.
 	DeadPoison DeadKind = "poison"
 )
+
+// BuyerValue returns a buyer's record in the buyers hash: the units the
+// buyer's live orders hold and the latest of them.
+func BuyerValue(units int64, latest string) string {
+	return strconv.FormatInt(units, 10) + ":" + latest
+}
+
+// ParseBuyer reads a buyer's record; the older form, an order id alone,
+// is one unit.
+func ParseBuyer(v string) (units int64, latest string) {
+	u, order, ok := strings.Cut(v, ":")
+	if !ok {
+		return 1, v
+	}
+	n, err := strconv.ParseInt(u, 10, 64)
+	if err != nil {
+		return 1, order
+	}
+	return n, order
+}
 
 // ParseMember reads a registry member, "<id>" or "<id>.<n>": the voucher,
 // and the tag body of its (shard's) keys. ok is false for a malformed one.
