@@ -58,17 +58,25 @@ type PersistResult struct {
 }
 
 // Audit is what the system of record says about one voucher, for the load
-// lab's verdict and for reconciliation with Redis. Orders counts the
-// orders that hold stock (status created or pending; failed orders gave
-// theirs back). With no oversell and no lost update, Stock == Remaining +
-// Orders and DuplicateBuyers == 0.
+// lab's verdict and for reconciliation with Redis. With no oversell and no
+// lost update, Stock == Remaining + Units and DuplicateBuyers == 0; with
+// no payment after a close, PaidAfterClose == 0.
 type Audit struct {
 	Stock     int
 	Remaining int
-	Orders    int
-	// DistinctBuyers counts the users with at least one order;
-	// DuplicateBuyers those with more than one (a unique key makes that
-	// impossible; an audit checks it rather than trusts it).
+	// Orders counts the live orders (pending, awaiting payment, paid,
+	// created), and Units the units they hold.
+	Orders, Units int
+	// DistinctBuyers counts the users with a live order; DuplicateBuyers
+	// those whose live units pass the voucher's limit (with a limit of 1,
+	// those with two live orders). The store's CHECK makes that
+	// impossible; an audit checks it rather than trusts it.
 	DistinctBuyers  int
 	DuplicateBuyers int
+	// Orders by status (of the live ones: Paid and AwaitingPayment).
+	Paid, AwaitingPayment, Cancelled, Expired int
+	// ReturnedUnits counts the units of cancelled and expired orders,
+	// ReturnsPending the closed orders whose return is not done yet, and
+	// PaidAfterClose the closed orders that carry a payment.
+	ReturnedUnits, ReturnsPending, PaidAfterClose int
 }

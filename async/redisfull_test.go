@@ -143,7 +143,7 @@ func (e *env) checkWhole(voucherID int64, accepted []*flashsale.Order) {
 	}
 	for _, o := range accepted {
 		id := strconv.FormatInt(o.ID, 10)
-		if byUser[strconv.FormatInt(o.UserID, 10)] != id {
+		if _, latest := layout.ParseBuyer(byUser[strconv.FormatInt(o.UserID, 10)]); latest != id {
 			e.T.Errorf("accepted order %d of user %d: buyers hash has %q", o.ID, o.UserID, byUser[strconv.FormatInt(o.UserID, 10)])
 		}
 		if queued[id] {

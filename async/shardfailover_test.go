@@ -160,7 +160,7 @@ func (e *env) checkRepairedAfterRewind(v *flashsale.Voucher, shards []layout.Vou
 		for _, o := range orders {
 			vk := shards[layout.HomeShard(o.UserID, len(shards))]
 			got, err := e.Client.Do(ctx, e.Client.B().Hget().Key(vk.Buyers).Field(itoa(o.UserID)).Build()).ToString()
-			if err != nil || got != itoa(o.ID) {
+			if _, latest := layout.ParseBuyer(got); err != nil || latest != itoa(o.ID) {
 				return false, nil
 			}
 		}

@@ -74,8 +74,8 @@ func Check(e Evidence) Findings {
 		DuplicateBuyers: e.DB.DuplicateBuyers,
 		RemainingDB:     e.DB.Remaining,
 		RemainingRedis:  e.RemainingRedis,
-		Oversold:        max(0, e.DB.Orders-e.DB.Stock),
-		StockDrift:      e.DB.Stock - e.DB.Remaining - e.DB.Orders,
+		Oversold:        max(0, e.DB.Units-e.DB.Stock),
+		StockDrift:      e.DB.Stock - e.DB.Remaining - e.DB.Units,
 	}
 	stored := set(e.OrderIDs)
 	for _, id := range e.AcceptedIDs {
@@ -90,7 +90,7 @@ func Check(e Evidence) Findings {
 			unserved++
 		}
 	}
-	left := min(e.DB.Remaining, e.DB.Stock-e.DB.Orders-f.Lost)
+	left := min(e.DB.Remaining, e.DB.Stock-e.DB.Units-f.Lost)
 	if e.RemainingRedis != nil {
 		left = min(left, *e.RemainingRedis)
 	}
@@ -144,12 +144,12 @@ func (a *Auditor) Drain(ctx context.Context, voucherID int64, timeout time.Durat
 		if err != nil {
 			return err
 		}
-		if audit.Orders >= rs.Held-rs.DeadLetters {
+		if audit.Units >= rs.Held-rs.DeadLetters {
 			return nil // more than that is for the audit to report
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w after %s: voucher %d has %d buyers in Redis, %d dead letters, %d orders in MySQL",
-				ErrNotDrained, timeout, voucherID, rs.Held, rs.DeadLetters, audit.Orders)
+				ErrNotDrained, timeout, voucherID, rs.Held, rs.DeadLetters, audit.Units)
 		}
 		if err := sleepUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
 			return err

@@ -25,7 +25,7 @@ func TestCheck(t *testing.T) {
 			in: lab.Evidence{
 				AcceptedIDs: []int64{11, 12, 13},
 				TurnedAway:  []int64{1, 4, 5},
-				DB:          flashsale.Audit{Stock: 3, Remaining: 0, Orders: 3, DistinctBuyers: 3},
+				DB:          flashsale.Audit{Stock: 3, Remaining: 0, Orders: 3, Units: 3, DistinctBuyers: 3},
 				OrderIDs:    []int64{11, 12, 13},
 				OrderUsers:  []int64{1, 2, 3},
 			},
@@ -36,7 +36,7 @@ func TestCheck(t *testing.T) {
 			name: "clean async sale with stock left and nobody refused",
 			in: lab.Evidence{
 				AcceptedIDs:    []int64{11, 12},
-				DB:             flashsale.Audit{Stock: 5, Remaining: 3, Orders: 2, DistinctBuyers: 2},
+				DB:             flashsale.Audit{Stock: 5, Remaining: 3, Orders: 2, Units: 2, DistinctBuyers: 2},
 				OrderIDs:       []int64{11, 12},
 				OrderUsers:     []int64{1, 2},
 				RemainingRedis: intp(3),
@@ -48,7 +48,7 @@ func TestCheck(t *testing.T) {
 			name: "oversell with lost updates",
 			in: lab.Evidence{
 				AcceptedIDs: []int64{11, 12, 13, 14, 15},
-				DB:          flashsale.Audit{Stock: 3, Remaining: 1, Orders: 5, DistinctBuyers: 5},
+				DB:          flashsale.Audit{Stock: 3, Remaining: 1, Orders: 5, Units: 5, DistinctBuyers: 5},
 				OrderIDs:    []int64{11, 12, 13, 14, 15},
 				OrderUsers:  []int64{1, 2, 3, 4, 5},
 			},
@@ -58,7 +58,7 @@ func TestCheck(t *testing.T) {
 			name: "a duplicate buyer",
 			in: lab.Evidence{
 				AcceptedIDs: []int64{11, 12, 13},
-				DB:          flashsale.Audit{Stock: 3, Remaining: 0, Orders: 3, DistinctBuyers: 2, DuplicateBuyers: 1},
+				DB:          flashsale.Audit{Stock: 3, Remaining: 0, Orders: 3, Units: 3, DistinctBuyers: 2, DuplicateBuyers: 1},
 				OrderIDs:    []int64{11, 12, 13},
 				OrderUsers:  []int64{1, 1, 2},
 			},
@@ -68,7 +68,7 @@ func TestCheck(t *testing.T) {
 			name: "a lost order",
 			in: lab.Evidence{
 				AcceptedIDs:    []int64{11, 12, 99},
-				DB:             flashsale.Audit{Stock: 3, Remaining: 1, Orders: 2, DistinctBuyers: 2},
+				DB:             flashsale.Audit{Stock: 3, Remaining: 1, Orders: 2, Units: 2, DistinctBuyers: 2},
 				OrderIDs:       []int64{11, 12},
 				OrderUsers:     []int64{1, 2},
 				RemainingRedis: intp(0),
@@ -81,7 +81,7 @@ func TestCheck(t *testing.T) {
 				AcceptedIDs: []int64{11, 12},
 				// Buyer 2 was refused once and then got an order: not unserved.
 				TurnedAway: []int64{2, 3, 4, 5, 6, 7},
-				DB:         flashsale.Audit{Stock: 5, Remaining: 3, Orders: 2, DistinctBuyers: 2},
+				DB:         flashsale.Audit{Stock: 5, Remaining: 3, Orders: 2, Units: 2, DistinctBuyers: 2},
 				OrderIDs:   []int64{11, 12},
 				OrderUsers: []int64{1, 2},
 			},
@@ -92,7 +92,7 @@ func TestCheck(t *testing.T) {
 			in: lab.Evidence{
 				AcceptedIDs: []int64{11},
 				TurnedAway:  []int64{1, 2, 3},
-				DB:          flashsale.Audit{Stock: 10, Remaining: 9, Orders: 1, DistinctBuyers: 1},
+				DB:          flashsale.Audit{Stock: 10, Remaining: 9, Orders: 1, Units: 1, DistinctBuyers: 1},
 				OrderIDs:    []int64{11},
 				OrderUsers:  []int64{1},
 			},
@@ -105,7 +105,7 @@ func TestCheck(t *testing.T) {
 			in: lab.Evidence{
 				AcceptedIDs:    []int64{11, 12, 99},
 				TurnedAway:     []int64{4, 5},
-				DB:             flashsale.Audit{Stock: 3, Remaining: 1, Orders: 2, DistinctBuyers: 2},
+				DB:             flashsale.Audit{Stock: 3, Remaining: 1, Orders: 2, Units: 2, DistinctBuyers: 2},
 				OrderIDs:       []int64{11, 12},
 				OrderUsers:     []int64{1, 2},
 				RemainingRedis: intp(0),
@@ -119,7 +119,7 @@ func TestCheck(t *testing.T) {
 			in: lab.Evidence{
 				AcceptedIDs: []int64{11, 12, 99},
 				TurnedAway:  []int64{4, 5},
-				DB:          flashsale.Audit{Stock: 3, Remaining: 1, Orders: 2, DistinctBuyers: 2},
+				DB:          flashsale.Audit{Stock: 3, Remaining: 1, Orders: 2, Units: 2, DistinctBuyers: 2},
 				OrderIDs:    []int64{11, 12},
 				OrderUsers:  []int64{1, 2},
 			},
@@ -132,7 +132,7 @@ func TestCheck(t *testing.T) {
 			in: lab.Evidence{
 				AcceptedIDs: []int64{11, 12, 13, 14, 15},
 				TurnedAway:  []int64{6, 7},
-				DB:          flashsale.Audit{Stock: 3, Remaining: 1, Orders: 5, DistinctBuyers: 5},
+				DB:          flashsale.Audit{Stock: 3, Remaining: 1, Orders: 5, Units: 5, DistinctBuyers: 5},
 				OrderIDs:    []int64{11, 12, 13, 14, 15},
 				OrderUsers:  []int64{1, 2, 3, 4, 5},
 			},
@@ -143,7 +143,7 @@ func TestCheck(t *testing.T) {
 			in: lab.Evidence{
 				AcceptedIDs: []int64{11},
 				TurnedAway:  []int64{2, 3}, // timed out, never refused
-				DB:          flashsale.Audit{Stock: 5, Remaining: 4, Orders: 1, DistinctBuyers: 1},
+				DB:          flashsale.Audit{Stock: 5, Remaining: 4, Orders: 1, Units: 1, DistinctBuyers: 1},
 				OrderIDs:    []int64{11},
 				OrderUsers:  []int64{1},
 			},
@@ -153,7 +153,7 @@ func TestCheck(t *testing.T) {
 			name: "stock taken without an order",
 			in: lab.Evidence{
 				AcceptedIDs: []int64{11},
-				DB:          flashsale.Audit{Stock: 3, Remaining: 0, Orders: 1, DistinctBuyers: 1},
+				DB:          flashsale.Audit{Stock: 3, Remaining: 0, Orders: 1, Units: 1, DistinctBuyers: 1},
 				OrderIDs:    []int64{11},
 				OrderUsers:  []int64{1},
 			},

@@ -134,7 +134,7 @@ func TestAuditVoucher(t *testing.T) {
 			t.Fatal(err)
 		}
 		a, err := db.AuditVoucher(t.Context(), 1)
-		want := flashsale.Audit{Stock: 10, Remaining: 6, Orders: 4, DistinctBuyers: 4, DuplicateBuyers: 0}
+		want := flashsale.Audit{Stock: 10, Remaining: 6, Orders: 4, Units: 4, DistinctBuyers: 4, DuplicateBuyers: 0}
 		if err != nil || a != want {
 			t.Errorf("AuditVoucher = %+v, %v; want %+v", a, err, want)
 		}
@@ -173,7 +173,7 @@ func TestAuditCountsDuplicateBuyers(t *testing.T) {
 			}
 		}
 		a, err := db.AuditVoucher(t.Context(), 1)
-		want := flashsale.Audit{Stock: 10, Remaining: 10, Orders: 6, DistinctBuyers: 3, DuplicateBuyers: 2}
+		want := flashsale.Audit{Stock: 10, Remaining: 10, Orders: 6, Units: 6, DistinctBuyers: 3, DuplicateBuyers: 2}
 		if err != nil || a != want {
 			t.Errorf("AuditVoucher = %+v, %v; want %+v", a, err, want)
 		}

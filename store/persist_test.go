@@ -158,7 +158,7 @@ func TestPersistOrdersLargeBatch(t *testing.T) {
 			t.Fatalf("second run: already present %d, want %d", res.AlreadyPresent, n)
 		}
 		a, err := db.AuditVoucher(t.Context(), 1)
-		if want := (flashsale.Audit{Stock: n + 5, Remaining: 5, Orders: n, DistinctBuyers: n}); err != nil || a != want {
+		if want := (flashsale.Audit{Stock: n + 5, Remaining: 5, Orders: n, Units: n, DistinctBuyers: n}); err != nil || a != want {
 			t.Errorf("AuditVoucher = %+v, %v; want %+v", a, err, want)
 		}
 	})

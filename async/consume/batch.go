@@ -234,7 +234,7 @@ func (w *worker) deadLetter(ctx context.Context, it item, order, user string, ki
 		user = strconv.FormatInt(it.order.UserID, 10)
 	}
 	keys := []string{w.keys.Orders, w.keys.Dead, w.keys.Failed}
-	args := []string{w.c.cfg.Group, it.entry, order, user, reason, strconv.FormatInt(it.deliveries, 10), string(kind)}
+	args := []string{w.c.cfg.Group, it.entry, order, user, reason, strconv.FormatInt(it.deliveries, 10), string(kind), strconv.Itoa(it.order.Units())}
 	moved, err := deadScript.Exec(ctx, w.c.client, keys, args).AsInt64()
 	if err != nil {
 		return err

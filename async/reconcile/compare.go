@@ -13,12 +13,14 @@ import (
 // compareShards compares each shard with MySQL's orders of the buyers
 // whose home it is, and repairs with fix (see Reconciler.compare).
 func (r *Reconciler) compareShards(ctx context.Context, shards []layout.VoucherKeys, sides []redisSide, rep *Report, orders []flashsale.Order, fix bool) error {
-	mysql := make([]map[int64]int64, len(shards)) // per shard: user → order
+	mysql := make([]map[int64]buyer, len(shards)) // per shard: user → record
 	for k := range mysql {
-		mysql[k] = map[int64]int64{}
+		mysql[k] = map[int64]buyer{}
 	}
 	for _, o := range orders {
-		mysql[layout.HomeShard(o.UserID, len(shards))][o.UserID] = o.ID
+		m := mysql[layout.HomeShard(o.UserID, len(shards))]
+		b := m[o.UserID]
+		m[o.UserID] = buyer{b.units + int64(o.Units()), max(b.latest, o.ID)}
 	}
 	for k, vk := range shards {
 		if err := r.compare(ctx, vk, rep, sides[k], mysql[k], fix); err != nil {
@@ -34,7 +36,7 @@ func (r *Reconciler) compareShards(ctx context.Context, shards []layout.VoucherK
 // compare reports the differences between the buyers and the orders, and
 // repairs them with fix: first every buyer Redis holds, then the dead
 // letters, then MySQL's orders whose user Redis does not know.
-func (r *Reconciler) compare(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]int64, fix bool) error {
+func (r *Reconciler) compare(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]buyer, fix bool) error {
 	if err := r.compareBuyers(ctx, vk, rep, rs, mysql, fix); err != nil {
 		return err
 	}
@@ -44,37 +46,39 @@ func (r *Reconciler) compare(ctx context.Context, vk layout.VoucherKeys, rep *Re
 	return r.findUnknownOrders(ctx, vk, rep, rs, mysql)
 }
 
-// compareBuyers checks each buyer's order against MySQL: the same order,
-// another one (repointed with fix), in flight, dead-lettered (left to
-// compareDeadLetters), or lost (re-queued with fix).
-func (r *Reconciler) compareBuyers(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]int64, fix bool) error {
+// compareBuyers checks each buyer's record against MySQL's live orders:
+// the same, another (repointed with fix), its latest order in flight,
+// dead-lettered (left to compareDeadLetters), or lost (re-queued with fix).
+func (r *Reconciler) compareBuyers(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]buyer, fix bool) error {
 	dead := map[int64]bool{}
 	for _, d := range rs.dead {
 		dead[d.order] = true
 	}
-	for user, order := range rs.buyers {
+	for user, b := range rs.buyers {
+		order := b.latest
 		stored, ok := mysql[user]
 		switch {
-		case ok && stored == order:
+		case ok && stored == b:
+		case rs.inFlight[order]:
+			rep.InFlight++
 		case ok:
 			d := rep.add(Diff{Kind: DiffOrderMismatch, UserID: user, OrderID: order,
-				Detail: fmt.Sprintf("Redis records order %d, MySQL holds order %d", order, stored)})
+				Detail: fmt.Sprintf("Redis records %d units, latest order %d; MySQL's live orders hold %d, latest order %d", b.units, order, stored.units, stored.latest)})
 			if fix {
-				n, err := repointScript.Exec(ctx, r.client, []string{vk.Buyers}, []string{itoa(user), itoa(order), itoa(stored)}).AsInt64()
+				n, err := repointScript.Exec(ctx, r.client, []string{vk.Buyers}, []string{itoa(user),
+					layout.BuyerValue(b.units, itoa(order)), layout.BuyerValue(stored.units, itoa(stored.latest))}).AsInt64()
 				if err != nil {
 					return err
 				}
 				d.Fixed = n == 1
 			}
-		case rs.inFlight[order]:
-			rep.InFlight++
 		case dead[order]:
 			// Reported by compareDeadLetters.
 		default:
 			d := rep.add(Diff{Kind: DiffLostOrder, UserID: user, OrderID: order,
 				Detail: "accepted by Redis; not in MySQL, the stream or the dead letters"})
 			if fix {
-				fixed, err := r.requeue(ctx, vk, user, order)
+				fixed, err := r.requeue(ctx, vk, user, order, b.units)
 				if err != nil {
 					return err
 				}
@@ -88,14 +92,14 @@ func (r *Reconciler) compareBuyers(ctx context.Context, vk layout.VoucherKeys, r
 // compareDeadLetters reports each dead-lettered order whose buyer still
 // holds its unit, and with fix gives the unit back, unless MySQL had no
 // stock for the order.
-func (r *Reconciler) compareDeadLetters(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]int64, fix bool) error {
+func (r *Reconciler) compareDeadLetters(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]buyer, fix bool) error {
 	seen := map[int64]bool{}
 	for _, dl := range rs.dead {
 		if seen[dl.order] || dl.order == 0 || dl.user == 0 {
 			continue // a copy, or a malformed entry with nothing to give back
 		}
 		seen[dl.order] = true
-		if _, ok := mysql[dl.user]; ok || rs.buyers[dl.user] != dl.order || rs.inFlight[dl.order] {
+		if _, ok := mysql[dl.user]; ok || rs.buyers[dl.user].latest != dl.order || rs.inFlight[dl.order] {
 			continue // persisted after all, given back already, or queued again
 		}
 		d := rep.add(Diff{Kind: DiffDeadLetter, UserID: dl.user, OrderID: dl.order,
@@ -107,7 +111,7 @@ func (r *Reconciler) compareDeadLetters(ctx context.Context, vk layout.VoucherKe
 			continue
 		}
 		if fix {
-			n, err := restoreScript.Exec(ctx, r.client, []string{vk.Meta, vk.Buyers}, []string{itoa(dl.user), itoa(dl.order)}).AsInt64()
+			n, err := restoreScript.Exec(ctx, r.client, []string{vk.Meta, vk.Buyers}, []string{itoa(dl.user), itoa(dl.order), itoa(dl.units)}).AsInt64()
 			if err != nil {
 				return err
 			}
@@ -121,8 +125,9 @@ func (r *Reconciler) compareDeadLetters(ctx context.Context, vk layout.VoucherKe
 }
 
 // findUnknownOrders reports MySQL's orders whose user is no buyer in Redis.
-func (r *Reconciler) findUnknownOrders(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]int64) error {
-	for user, order := range mysql {
+func (r *Reconciler) findUnknownOrders(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]buyer) error {
+	for user, stored := range mysql {
+		order := stored.latest
 		if _, ok := rs.buyers[user]; ok {
 			continue
 		}
@@ -170,8 +175,8 @@ func (r *Reconciler) checkRegistered(ctx context.Context, vk layout.VoucherKeys,
 // registers the voucher: in that order, because a consumer removes a
 // voucher from the registry only once nothing waits, and checks again
 // after.
-func (r *Reconciler) requeue(ctx context.Context, vk layout.VoucherKeys, user, order int64) (bool, error) {
-	n, err := requeueScript.Exec(ctx, r.client, []string{vk.Buyers, vk.Orders}, []string{itoa(user), itoa(order)}).AsInt64()
+func (r *Reconciler) requeue(ctx context.Context, vk layout.VoucherKeys, user, order, units int64) (bool, error) {
+	n, err := requeueScript.Exec(ctx, r.client, []string{vk.Buyers, vk.Orders}, []string{itoa(user), itoa(order), itoa(units)}).AsInt64()
 	if err != nil || n == 0 {
 		return false, err
 	}

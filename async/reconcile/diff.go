@@ -74,13 +74,14 @@ type Report struct {
 	// difference.
 	Retired bool
 	// From Redis, summed over a sharded voucher's shards (Stock and
-	// InitialStock count the units moving between them): stock left and initial stock, buyers accepted, accepted
+	// InitialStock count the units moving between them): stock left and
+	// initial stock, buyers recorded and the units they hold, accepted
 	// orders not acknowledged by the consumers yet, and dead letters.
-	Stock, InitialStock, Buyers, InFlight, DeadLetters int
+	Stock, InitialStock, Buyers, Held, InFlight, DeadLetters int
 	// Moved counts the moves between a sharded voucher's shards that Repair
 	// completed (their movers had died, or were still at work).
 	Moved int
-	// From MySQL: remaining stock and orders that hold stock.
+	// From MySQL: remaining stock and live orders (that hold stock).
 	Remaining, Orders int
 	Diffs             []Diff
 }

@@ -12,14 +12,19 @@ import (
 
 // redisSide is what Redis holds for a voucher.
 type redisSide struct {
-	buyers   map[int64]int64 // user → order
+	buyers   map[int64]buyer // user → the buyer's record
 	inFlight map[int64]bool  // orders not acknowledged
 	dead     []deadLetter
 }
 
+// buyer is a buyer's record: the units its live orders hold and the
+// latest of them, in Redis, or as MySQL's live orders would make it.
+type buyer struct{ units, latest int64 }
+
 // deadLetter is an entry of a dead-letter stream.
 type deadLetter struct {
 	order, user int64
+	units       int64 // 1 in entries without a quantity
 	kind        layout.DeadKind // "" in entries written before dead letters had one
 	reason      string
 }
@@ -76,7 +81,7 @@ func (r *Reconciler) readShardsOf(ctx context.Context, v *flashsale.Voucher, rep
 	if err != nil || !snap.Loaded {
 		return shards, nil, err
 	}
-	rep.Loaded, rep.Stock, rep.InitialStock = true, snap.Stock, snap.InitialStock
+	rep.Loaded, rep.Stock, rep.InitialStock, rep.Held = true, snap.Stock, snap.InitialStock, snap.Held
 	sides := make([]redisSide, len(shards))
 	for k, vk := range shards {
 		if sides[k], err = r.readRedis(ctx, vk); err != nil {
@@ -92,7 +97,7 @@ func (r *Reconciler) readShardsOf(ctx context.Context, v *flashsale.Voucher, rep
 // its dead letters: an order is acknowledged only after it is persisted or
 // dead-lettered, so one that leaves the stream meanwhile is found later.
 func (r *Reconciler) readRedis(ctx context.Context, vk layout.VoucherKeys) (redisSide, error) {
-	rs := redisSide{buyers: map[int64]int64{}, inFlight: map[int64]bool{}}
+	rs := redisSide{buyers: map[int64]buyer{}, inFlight: map[int64]bool{}}
 	var cursor uint64
 	for {
 		e, err := r.client.Do(ctx, r.client.B().Hscan().Key(vk.Buyers).Cursor(cursor).Count(1000).Build()).AsScanEntry()
@@ -101,11 +106,12 @@ func (r *Reconciler) readRedis(ctx context.Context, vk layout.VoucherKeys) (redi
 		}
 		for i := 0; i+1 < len(e.Elements); i += 2 {
 			user, err1 := strconv.ParseInt(e.Elements[i], 10, 64)
-			order, err2 := strconv.ParseInt(e.Elements[i+1], 10, 64)
+			units, latest := layout.ParseBuyer(e.Elements[i+1])
+			order, err2 := strconv.ParseInt(latest, 10, 64)
 			if err1 != nil || err2 != nil {
 				return rs, fmt.Errorf("malformed buyer %q → %q", e.Elements[i], e.Elements[i+1])
 			}
-			rs.buyers[user] = order
+			rs.buyers[user] = buyer{units, order}
 		}
 		if cursor = e.Cursor; cursor == 0 {
 			break
@@ -129,7 +135,11 @@ func (r *Reconciler) readRedis(ctx context.Context, vk layout.VoucherKeys) (redi
 		for _, e := range page {
 			order, _ := strconv.ParseInt(e.FieldValues[layout.FieldOrder], 10, 64)
 			user, _ := strconv.ParseInt(e.FieldValues[layout.FieldUser], 10, 64)
-			rs.dead = append(rs.dead, deadLetter{order: order, user: user,
+			units, err := strconv.ParseInt(e.FieldValues[layout.FieldQuantity], 10, 64)
+			if err != nil {
+				units = 1
+			}
+			rs.dead = append(rs.dead, deadLetter{order: order, user: user, units: units,
 				kind: layout.DeadKind(e.FieldValues[layout.FieldKind]), reason: e.FieldValues[layout.FieldReason]})
 		}
 		if len(page) < 1000 {

@@ -140,9 +140,9 @@ func (r *Reconciler) voucher(ctx context.Context, id int64, fix bool) (*Report, 
 		return nil, err
 	}
 	rep.Remaining, rep.Orders = audit.Remaining, audit.Orders
-	if audit.Remaining+audit.Orders != audit.Stock || audit.DuplicateBuyers > 0 {
-		rep.add(Diff{Kind: DiffMySQLStock, Detail: fmt.Sprintf("MySQL: stock %d, remaining %d, orders %d, users with two orders %d",
-			audit.Stock, audit.Remaining, audit.Orders, audit.DuplicateBuyers)})
+	if audit.Remaining+audit.Units != audit.Stock || audit.DuplicateBuyers > 0 {
+		rep.add(Diff{Kind: DiffMySQLStock, Detail: fmt.Sprintf("MySQL: stock %d, remaining %d, units of live orders %d, users past the limit %d",
+			audit.Stock, audit.Remaining, audit.Units, audit.DuplicateBuyers)})
 	}
 	if !rep.Loaded {
 		// A sale that is over leaves Redis once drained (retire.go).
@@ -154,9 +154,9 @@ func (r *Reconciler) voucher(ctx context.Context, id int64, fix bool) (*Report, 
 		}
 		return rep, nil
 	}
-	if rep.Stock+rep.Buyers != rep.InitialStock || rep.InitialStock != audit.Stock {
-		rep.add(Diff{Kind: DiffRedisStock, Detail: fmt.Sprintf("Redis: stock %d + buyers %d, initial stock %d; MySQL stock %d",
-			rep.Stock, rep.Buyers, rep.InitialStock, audit.Stock)})
+	if rep.Stock+rep.Held != rep.InitialStock || rep.InitialStock != audit.Stock {
+		rep.add(Diff{Kind: DiffRedisStock, Detail: fmt.Sprintf("Redis: stock %d + units held %d, initial stock %d; MySQL stock %d",
+			rep.Stock, rep.Held, rep.InitialStock, audit.Stock)})
 	}
 	if err := r.compareShards(ctx, shards, sides, rep, orders, fix); err != nil {
 		return rep, err

@@ -115,8 +115,8 @@ func TestReconcileReportsWhatItLeavesAlone(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("reports = %v; want %v", got, want)
 	}
-	order, err := e.Do(e.Client.B().Hget().Key(vk.Buyers).Field("1").Build()).ToString()
-	if err != nil || order != itoa(accepted[0].ID) {
+	record, err := e.Do(e.Client.B().Hget().Key(vk.Buyers).Field("1").Build()).ToString()
+	if _, order := layout.ParseBuyer(record); err != nil || order != itoa(accepted[0].ID) {
 		t.Errorf("buyer 1 after the repair records order %q, %v; want MySQL's %d", order, err, accepted[0].ID)
 	}
 	for _, rep := range reports {

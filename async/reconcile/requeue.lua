@@ -1,12 +1,25 @@
 -- requeue.lua appends an accepted order to the voucher's stream again, for
--- reconciliation, if the user is still recorded with that order.
+-- reconciliation, if the user's latest order is still that one.
 --
 -- KEYS[1] buyers hash, KEYS[2] orders stream
--- ARGV[1] user id, ARGV[2] order id
+-- ARGV[1] user id, ARGV[2] order id, ARGV[3] its quantity
 --
 -- Returns 1 when it appended the order, 0 when the buyer changed.
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then
+local prev = redis.call('HGET', KEYS[1], ARGV[1])
+if not prev then
   return 0
 end
-redis.call('XADD', KEYS[2], '*', 'o', ARGV[2], 'u', ARGV[1])
+local latest = prev
+local c = string.find(prev, ':', 1, true)
+if c then
+  latest = string.sub(prev, c + 1)
+end
+if latest ~= ARGV[2] then
+  return 0
+end
+if ARGV[3] == '1' then
+  redis.call('XADD', KEYS[2], '*', 'o', ARGV[2], 'u', ARGV[1])
+else
+  redis.call('XADD', KEYS[2], '*', 'o', ARGV[2], 'u', ARGV[1], 'q', ARGV[3])
+end
 return 1

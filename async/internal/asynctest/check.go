@@ -93,7 +93,7 @@ func (e *Env) CheckSold(v *flashsale.Voucher, accepted []*flashsale.Order) {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	want := flashsale.Audit{Stock: v.Stock, Remaining: v.Stock - len(accepted), Orders: len(accepted), DistinctBuyers: len(accepted)}
+	want := flashsale.Audit{Stock: v.Stock, Remaining: v.Stock - len(accepted), Orders: len(accepted), Units: len(accepted), DistinctBuyers: len(accepted)}
 	if a != want {
 		e.T.Errorf("MySQL audit = %+v, want %+v", a, want)
 	}
