@@ -25,20 +25,20 @@ func TestGateBatchDecidesInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := e.Keys.Voucher(v.ID).Gate()
-	args := []string{"1", "101", "1", "102", "2", "103", "3", "104", "1", "105"}
+	args := []string{"1", "101", "1", "", "1", "102", "1", "", "2", "103", "1", "", "3", "104", "1", "", "1", "105", "1", ""}
 	res, err := async.GateScript.Exec(ctx, e.Client, keys, args).ToArray()
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []struct {
 		code  int64
-		value string // stock left, or the order id of a duplicate
+		value string // stock left, the order id of a duplicate, the window of a sold out
 	}{
 		{async.GateAccepted, "1"},
 		{async.GateDuplicate, "101"}, // the same buyer earlier in the batch
 		{async.GateAccepted, "0"},
-		{async.GateSoldOut, ""},
-		{async.GateSoldOut, ""}, // sold out is answered before duplicate, as alone
+		{async.GateSoldOut, "0"}, // the payment window, 0: none
+		{async.GateSoldOut, "0"}, // sold out is answered before duplicate, as alone
 	}
 	if len(res) != len(want) {
 		t.Fatalf("%d replies for %d orders: %v", len(res), len(want), res)

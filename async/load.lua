@@ -33,6 +33,15 @@ local function parse(v)
   return tonumber(string.sub(v, 1, c - 1)), string.sub(v, c + 1)
 end
 
+-- older reports whether order id a is below b: decimal strings, compared
+-- as such (Lua's numbers are doubles, exact only to 2^53).
+local function older(a, b)
+  if #a ~= #b then
+    return #a < #b
+  end
+  return a < b
+end
+
 local persisted = {}
 for i = 8, #ARGV do
   persisted[ARGV[i]] = true
@@ -46,13 +55,18 @@ for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do
     if f[i] == 'o' then order = f[i + 1] elseif f[i] == 'u' then user = f[i + 1] elseif f[i] == 'q' then q = tonumber(f[i + 1]) end
   end
   if order and user and not persisted[order] then
-    local units = 0
+    local units, latest = 0, nil
     local prev = redis.call('HGET', KEYS[2], user)
     if prev then
-      units = parse(prev)
+      units, latest = parse(prev)
     end
-    redis.call('HSET', KEYS[2], user, (units + q) .. ':' .. order)
-    stock = stock - q
+    -- A record that names this order or a later one counts it already: it
+    -- survived what lost the meta hash (MySQL's buyers are written over
+    -- it, and the consumers persist a stream in order).
+    if not latest or older(latest, order) then
+      redis.call('HSET', KEYS[2], user, (units + q) .. ':' .. order)
+      stock = stock - q
+    end
   end
 end
 -- Every unit the buyers hold is not in stock: the stock is at most what

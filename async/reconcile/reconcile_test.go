@@ -34,6 +34,9 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 	if _, err := e.SQL.Exec("UPDATE vouchers SET remaining = remaining + 1 WHERE id = ?", v.ID); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.SQL.Exec("UPDATE buyer_units SET units = units - 1 WHERE voucher_id = ? AND user_id = 1", v.ID); err != nil {
+		t.Fatal(err)
+	}
 	// User 11's order is dead-lettered by a consumer.
 	buyDeadLettered(e, v.ID, 11, "crafted", "")
 	// User 12's entry is lost from the stream before anyone read it.
