@@ -198,6 +198,12 @@ func (db *DB) PendingReturns(ctx context.Context, before time.Time, max int) ([]
 	return db.queryOrders(ctx, "pending returns", "SELECT "+orderColumns+" FROM orders WHERE return_pending = 1 AND updated_at < ? ORDER BY id LIMIT ?", dbTime(before), max)
 }
 
+// PendingReturnsOf is PendingReturns for one voucher, all of them.
+func (db *DB) PendingReturnsOf(ctx context.Context, voucherID int64, before time.Time) ([]*flashsale.Order, error) {
+	return db.queryOrders(ctx, fmt.Sprintf("pending returns of voucher %d", voucherID), "SELECT "+orderColumns+
+		" FROM orders WHERE voucher_id = ? AND return_pending = 1 AND updated_at < ? ORDER BY id", voucherID, dbTime(before))
+}
+
 // MarkReturned records that the orders' returns are done.
 func (db *DB) MarkReturned(ctx context.Context, ids []int64) error {
 	for chunk := range slices.Chunk(ids, persistChunk) {

@@ -1,0 +1,43 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ReturnAge is how long a return may stay half done before reconciliation
+// reports it: longer than a return takes, so it does not report the live
+// pipeline's.
+const ReturnAge = 10 * time.Second
+
+// finishReturns reports the voucher's orders closed longer than ReturnAge
+// ago whose returns are half done, and with fix finishes them: their units
+// go back into the gate's stock (once: an order whose units are back is
+// passed over) and they are marked done.
+func (r *Reconciler) finishReturns(ctx context.Context, id int64, rep *Report, fix bool) error {
+	orders, err := r.db.PendingReturnsOf(ctx, id, time.Now().Add(-ReturnAge))
+	if err != nil || len(orders) == 0 {
+		return err
+	}
+	ids := make([]int64, len(orders))
+	diffs := make([]*Diff, len(orders))
+	for i, o := range orders {
+		ids[i] = o.ID
+		diffs[i] = rep.add(Diff{Kind: DiffReturnPending, UserID: o.UserID, OrderID: o.ID,
+			Detail: fmt.Sprintf("%s at %s; its %d units are not marked back in Redis's stock", o.Status, o.UpdatedAt.Format(time.RFC3339), o.Units())})
+	}
+	if !fix {
+		return nil
+	}
+	if err := r.returns.Restock(ctx, orders); err != nil {
+		return err
+	}
+	if err := r.db.MarkReturned(ctx, ids); err != nil {
+		return err
+	}
+	for _, d := range diffs {
+		d.Fixed = true
+	}
+	return nil
+}
