@@ -46,6 +46,8 @@ type AuditStore interface {
 	// marks them.
 	PendingReturnsOf(ctx context.Context, voucherID int64, before time.Time) ([]*flashsale.Order, error)
 	MarkReturned(ctx context.Context, ids []int64) error
+	// FindOrder returns an order, live or closed.
+	FindOrder(ctx context.Context, id int64) (*flashsale.Order, error)
 }
 
 // The reconciler's own Lua scripts. Each repair checks that the buyer
@@ -77,9 +79,9 @@ var (
 // absolute value, the streams' pending entries, or a voucher not loaded in
 // Redis. It is safe for concurrent use beside the live pipeline.
 type Reconciler struct {
-	client rueidis.Client
-	db     AuditStore
-	keys   layout.Keyspace
+	client  rueidis.Client
+	db      AuditStore
+	keys    layout.Keyspace
 	group   string
 	log     *slog.Logger
 	returns lifecycle.Restocker
@@ -88,9 +90,9 @@ type Reconciler struct {
 // New returns a Reconciler.
 func New(client rueidis.Client, db AuditStore, cfg Config) *Reconciler {
 	return &Reconciler{
-		client: client,
-		db:     db,
-		keys:   layout.New(cfg.Prefix),
+		client:  client,
+		db:      db,
+		keys:    layout.New(cfg.Prefix),
 		group:   cmp.Or(cfg.Group, layout.DefaultGroup),
 		log:     cmp.Or(cfg.Logger, slog.Default()),
 		returns: cmp.Or[lifecycle.Restocker](cfg.Returns, returns.New(client, returns.Config{Prefix: cfg.Prefix})),

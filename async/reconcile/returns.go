@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // ReturnAge is how long a return may stay half done before reconciliation
@@ -37,6 +40,30 @@ func (r *Reconciler) finishReturns(ctx context.Context, id int64, rep *Report, f
 		return err
 	}
 	for _, d := range diffs {
+		d.Fixed = true
+	}
+	return nil
+}
+
+// compareClosed checks a buyer Redis records and MySQL holds no live
+// order of: its latest order lost on the way (reported as lost_order, and
+// re-queued with fix), or closed in MySQL with its units still held in
+// Redis (a return Redis lost, in durability memory: reported as
+// return_pending, and finished with fix).
+func (r *Reconciler) compareClosed(ctx context.Context, vk layout.VoucherKeys, rep *Report, user int64, b buyer, fix bool) error {
+	o, err := r.db.FindOrder(ctx, b.latest)
+	if flashsale.ErrorCode(err) == flashsale.ENotFound || err == nil && o.Status.Live() {
+		return r.lostOrder(ctx, vk, rep, user, b, fix)
+	}
+	if err != nil {
+		return err
+	}
+	d := rep.add(Diff{Kind: DiffReturnPending, UserID: user, OrderID: o.ID,
+		Detail: fmt.Sprintf("%s in MySQL; Redis's buyer still holds its %d units", o.Status, o.Units())})
+	if fix {
+		if err := r.returns.Restock(ctx, []*flashsale.Order{o}); err != nil {
+			return err
+		}
 		d.Fixed = true
 	}
 	return nil
