@@ -71,10 +71,10 @@ func (h *hold) Lost() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lost == nil {
-		if h.state == lost {
-			return closedChan
-		}
 		h.lost = make(chan struct{})
+		if h.state == lost { // lost before anyone asked: endLocked did not close it
+			close(h.lost)
+		}
 	}
 	return h.lost
 }

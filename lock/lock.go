@@ -39,9 +39,6 @@ const (
 
 type ctxKey struct{}
 
-// closedChan is what Lost returns for a lock lost before anyone asked.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
 // Name returns the name of the lock.
 func (l *Lock) Name() string { return l.m.name }
 
@@ -73,10 +70,10 @@ func (l *Lock) Lost() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lost == nil {
-		if l.state == lost {
-			return closedChan
-		}
 		l.lost = make(chan struct{})
+		if l.state == lost { // lost before anyone asked: finishLocked did not close it
+			close(l.lost)
+		}
 	}
 	return l.lost
 }
@@ -117,7 +114,7 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	l.mu.Lock()
 	before, unsure := l.holds, l.unsure
 	l.mu.Unlock()
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := l.m.client.sendContext(ctx)
 	n, err := execScript(sctx, reenterScript, l.m.client, l.m.keyList[:1], []string{l.t.token}).AsInt64()
 	cancel()
 	if err != nil && !unsure {

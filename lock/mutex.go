@@ -161,10 +161,6 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 			}
 			// The late grant's lease ran out, or Redis did not say: the
 			// check below finds out, and queues w again if need be.
-			if err := ctx.Err(); err != nil {
-				m.leave(ctx, w)
-				return nil, err
-			}
 		case <-w.recheck:
 		case <-t.C:
 		case <-ctx.Done():
@@ -173,6 +169,10 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 		case <-c.ctx.Done():
 			m.leave(ctx, w)
 			return nil, ErrClosed
+		}
+		if err := ctx.Err(); err != nil { // ended as a grant, the timer or a recheck came
+			m.leave(ctx, w)
+			return nil, err
 		}
 		t.Reset(c.fallback())
 		if !c.isRep(w) {
@@ -216,7 +216,7 @@ func (m *Mutex) fresh(ctx context.Context, token string, g *grant) bool {
 // by g is still token's under g's fence, and sets the mutex's lease on it.
 // On success g's lease estimate is replaced by the one just set.
 func (m *Mutex) confirm(ctx context.Context, token string, g *grant) bool {
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := m.client.sendContext(ctx)
 	defer cancel()
 	sent := time.Now()
 	args := []string{token, m.leaseArg, strconv.FormatInt(g.fence, 10)}

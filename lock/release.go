@@ -83,7 +83,7 @@ func (l *Lock) runRelease(ctx context.Context, p unlockPlan) releaseReply {
 	if n := p.next; n != nil {
 		args = append(args, n.token, n.m.leaseArg, strconv.Itoa(n.block), flag(p.successor == successorContinues))
 	}
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := l.m.client.sendContext(ctx)
 	defer cancel()
 	sent := time.Now()
 	v, err := execScript(sctx, releaseScript, l.m.client, l.m.keys(), args).ToMessage()

@@ -71,7 +71,7 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 		return fmt.Errorf("%w: SetPermits(%d) on semaphore %q", ErrPermits, n, s.s.name)
 	}
 	args := []string{"", s.s.settings, s.s.leaseArg, sharedHold, "0", strconv.Itoa(n)}
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := s.s.client.sendContext(ctx)
 	defer cancel()
 	if err := execScript(sctx, sharedPermitsScript, s.s.client, s.s.keys, args).Error(); err != nil {
 		return opError(ctx, "set permits", s.s.name, err)
