@@ -121,7 +121,10 @@ func execScript(ctx context.Context, s *rueidis.Lua, c *Client, keys, args []str
 	if c.health.enter(ctx) {
 		// No closure: keys and args, which a closure would capture, stay
 		// on the caller's stack.
-		return c.health.leave(s.Exec(ctx, c.rc, keys, args))
+		r := c.health.leave(s.Exec(ctx, c.rc, keys, args))
+		if !notSent(ctx, r) {
+			return r
+		}
 	}
 	k, a := slices.Clone(keys), slices.Clone(args)
 	return c.call(ctx, func(ctx context.Context) rueidis.RedisResult { return s.Exec(ctx, c.rc, k, a) })

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -77,12 +78,29 @@ func (h *health) leave(r rueidis.RedisResult) rueidis.RedisResult {
 
 // call returns f(ctx), a command sent with ctx, but returns ctx's error
 // as soon as ctx ends (see await), and at once if it has ended: then
-// nothing is sent.
+// nothing is sent. A command that was not sent (see notSent) is sent once
+// more.
 func (c *Client) call(ctx context.Context, f func(context.Context) rueidis.RedisResult) rueidis.RedisResult {
 	if err := ctx.Err(); err != nil {
 		return rueidis.NewErrorResult(err)
 	}
-	return c.send(ctx, f)
+	r := c.send(ctx, f)
+	if notSent(ctx, r) {
+		r = c.send(ctx, f)
+	}
+	return r
+}
+
+// notSent reports whether r failed, with ctx alive, on a context's error:
+// another context's, under which the connection r's command waited for was
+// being dialled. rueidis dials with the context of the command that found
+// the connection missing, and answers every command waiting for the dial
+// with its error; so that command was never sent, and may be sent again
+// even if it is not idempotent.
+func notSent(ctx context.Context, r rueidis.RedisResult) bool {
+	err := r.NonRedisError()
+	return err != nil && ctx.Err() == nil &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // send is call's f(ctx) once, from the caller's goroutine when the
