@@ -9,18 +9,9 @@ import (
 )
 
 // sharedLock is the engine of RWMutex and Semaphore: a name whose holders
-// share its permits in Redis. A shared hold (a reader, a semaphore permit)
-// takes one permit, an exclusive hold (a writer) takes them all; an RWMutex
-// has no limit on permits, a Semaphore the number set in Redis.
-//
-// Unlike Mutex there are no turns: every hold is granted in Redis under its
-// own token, with its own lease renewed by its own watchdog (hold.go).
-// Waiters queue in Redis one by one, in arrival order, and are served
-// strictly in that order by the script that makes room for them, which
-// pushes the grant to their Client's channel in the format of Mutex's
-// grants; so they are Client.waiters like Mutex's (with a nil Mutex), woken
-// by the same subscriber, and re-check after a resubscribe or a jittered
-// fallback delay. The scripts are scripts/shared_*.lua.
+// share its permits in Redis, a shared hold taking one and an exclusive
+// hold all (see DESIGN.md, "RWMutex and Semaphore"). Its waiters are
+// Client.waiters with a nil Mutex, woken by the same subscriber.
 type sharedLock struct {
 	client   *Client
 	name     string

@@ -29,14 +29,11 @@ var readScript = rueidis.NewLuaScriptReadOnly(`return redis.call("GET", KEYS[1])
 
 // TestRetriedCommandsAreNotRecycled sends retryable commands (Do, and
 // DoMulti through Lua's ExecMulti) from 64 goroutines while the server
-// cuts their connections every 5ms, so rueidis retries commands whose
-// first connection broke. MaxFlushDelay makes each connection's writer
-// hold the first command of a batch, taken but not yet read, for up to
-// 20ms: a cut in that time has the command answered with the error,
-// retried, answered and (unwrapped) recycled before the writer reads it.
-// With the default options that window is microseconds wide, and the
-// race showed in one 8s run in two; with the delay, unwrapped, within
-// the first few cuts.
+// cuts their connections every 5ms. MaxFlushDelay makes each writer hold
+// a batch's first command, taken but not yet read, for up to 20ms: a cut
+// then has it retried and (unwrapped) recycled before the writer reads
+// it, which, unwrapped, shows the race within a few cuts; with default
+// options the window is microseconds wide (one 8s run in two).
 func TestRetriedCommandsAreNotRecycled(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	opt := srv.ClientOption()
