@@ -261,17 +261,15 @@ func warmUp(e *stallEnv, acquire func(*Client, context.Context) (func(context.Co
 	}
 }
 
-// boundSlack is what TestQueuedWaitersReturnWithinTheBound allows past
-// the bound for the scheduler, under -race on a busy machine: less than a
-// replyGrace, which a call that overruns the bound overruns it by.
-const boundSlack = 60 * time.Millisecond
-
 // TestQueuedWaitersReturnWithinTheBound queues waiters on a held Mutex, a
 // write-held RWMutex and a full Semaphore, each checking every millisecond
 // or two (WithFallback), and stops Redis before their contexts end, so
 // that a check is in flight and the fallback timer due as each context
 // ends. Each waiter must return within 2 × replyGrace of its context's
-// end, as the package doc promises.
+// end, as the package doc promises. Timers only add delay, so a call that
+// waits one grace too many returns 3 × replyGrace after the end or later:
+// the test fails from there, and leaves the time between to the scheduler
+// (up to 70ms seen under -race, three copies at once, load 9 on 2 cores).
 func TestQueuedWaitersReturnWithinTheBound(t *testing.T) {
 	s := testenv.StartRedis(t)
 	prefix := "bound:" + testenv.Unique() + ":"
@@ -327,8 +325,8 @@ func TestQueuedWaitersReturnWithinTheBound(t *testing.T) {
 		if !errors.Is(r.err, context.DeadlineExceeded) {
 			t.Errorf("%s = %v, want the context's error", r.call, r.err)
 		}
-		if r.late > 2*replyGrace+boundSlack {
-			t.Errorf("%s returned %v after its context ended, want at most %v (+ %v for the scheduler)", r.call, r.late, 2*replyGrace, boundSlack)
+		if r.late >= 3*replyGrace {
+			t.Errorf("%s returned %v after its context ended, want at most %v", r.call, r.late, 2*replyGrace)
 		}
 		t.Logf("%s returned %v after its context ended", r.call, r.late)
 	}
