@@ -118,7 +118,8 @@ func (g gate) await() {
 // execScript is s.Exec(ctx, c.rc, keys, args), but returns ctx's error as
 // soon as ctx ends (see Client.call).
 func execScript(ctx context.Context, s *rueidis.Lua, c *Client, keys, args []string) rueidis.RedisResult {
-	if c.health.enter(ctx) {
+	direct := c.health.enter(ctx)
+	if direct {
 		// No closure: keys and args, which a closure would capture, stay
 		// on the caller's stack.
 		r := c.health.leave(s.Exec(ctx, c.rc, keys, args))
@@ -127,7 +128,11 @@ func execScript(ctx context.Context, s *rueidis.Lua, c *Client, keys, args []str
 		}
 	}
 	k, a := slices.Clone(keys), slices.Clone(args)
-	return c.call(ctx, func(ctx context.Context) rueidis.RedisResult { return s.Exec(ctx, c.rc, k, a) })
+	f := func(ctx context.Context) rueidis.RedisResult { return s.Exec(ctx, c.rc, k, a) }
+	if direct {
+		return c.send(ctx, f) // once more, as Client.call does
+	}
+	return c.call(ctx, f)
 }
 
 // do is c.rc.Do(ctx, cmd), but returns ctx's error as soon as ctx ends

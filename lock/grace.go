@@ -36,8 +36,8 @@ func (g *graceCtx) Err() error {
 	case <-g.done:
 		return context.Canceled
 	default:
+		return nil
 	}
-	return nil
 }
 
 // sharedGrace returns the graceCtx of parent, which must have a Done
