@@ -267,3 +267,49 @@ func TestPaymentRacesExpiry(t *testing.T) {
 		wantRemaining(t, db, 1, statuses[flashsale.StatusExpired])
 	})
 }
+
+// TestPaymentRacesCancel pays and cancels each order at once: each ends
+// paid or cancelled, the loser's answer says which (already_paid for the
+// cancel, order_closed for the payment), and only the cancelled ones gave
+// their unit back.
+func TestPaymentRacesCancel(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		const n = 60
+		createVoucher(t, db, 1, n)
+		users := make([]int64, n)
+		for i := range users {
+			users[i] = int64(i + 1)
+		}
+		now := time.Now().UTC()
+		orders := awaiting(t, db, 1, 1, now.Add(time.Hour), users...)
+		var wg sync.WaitGroup
+		var paid, cancelled atomic.Int64
+		for _, o := range orders {
+			wg.Go(func() {
+				_, err := db.PayOrder(context.Background(), flashsale.Payment{ID: fmt.Sprint("p", o.ID), OrderID: o.ID, Amount: 9900}, now)
+				switch flashsale.ErrorCode(err) {
+				case "":
+					paid.Add(1)
+				case flashsale.EOrderClosed:
+				default:
+					t.Errorf("PayOrder(%d): %v", o.ID, err)
+				}
+			})
+			wg.Go(func() {
+				_, err := db.CancelOrder(context.Background(), o.ID, o.UserID, now)
+				switch flashsale.ErrorCode(err) {
+				case "":
+					cancelled.Add(1)
+				case flashsale.EAlreadyPaid:
+				default:
+					t.Errorf("CancelOrder(%d): %v", o.ID, err)
+				}
+			})
+		}
+		wg.Wait()
+		if paid.Load()+cancelled.Load() != n {
+			t.Fatalf("%d paid + %d cancelled of %d orders; want each exactly one", paid.Load(), cancelled.Load(), n)
+		}
+		wantRemaining(t, db, 1, int(cancelled.Load()))
+	})
+}
