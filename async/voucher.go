@@ -225,7 +225,7 @@ func (s *Service) loadKeys(ctx context.Context, vk layout.VoucherKeys, v *flashs
 	args := []string{strconv.Itoa(remaining), strconv.Itoa(initial), layout.Micros(v.BeginTime), layout.Micros(v.EndTime), s.cfg.Group,
 		strconv.Itoa(v.BuyerLimit()), strconv.FormatInt(window, 10)}
 	args = append(args, s.streamPersisted(ctx, vk, persisted)...)
-	return loadScript.Exec(ctx, s.client, []string{vk.Meta, vk.Buyers, vk.Orders}, args).Error()
+	return loadScript.Exec(ctx, s.client, []string{vk.Meta, vk.Buyers, vk.Orders, vk.Keyed, vk.Returned}, args).Error()
 }
 
 // snapshotRecords returns, from a snapshot's orders, the buyers hash's

@@ -102,7 +102,7 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 	return &ffcli.Command{
 		Name:       "consume",
 		ShortUsage: "flashsale consume --redis URL --db URL [flags]",
-		ShortHelp:  "persist the async pipeline's accepted orders to MySQL, and expire unpaid ones (no HTTP)",
+		ShortHelp:  "persist async orders to MySQL, expire unpaid ones (no HTTP)",
 		LongHelp: "Persists the orders the async gate accepted, and, as every serve does, expires orders past their pay_by " +
 			"and puts their units back into the gate's stock (--durability says how durably, as serve's does).",
 		FlagSet: fs,
