@@ -13,7 +13,8 @@
 -- ARGV[1] remaining stock in MySQL, ARGV[2] initial stock,
 -- ARGV[3] begin, ARGV[4] end (µs since 1970), ARGV[5] consumer group,
 -- ARGV[6] limit per buyer, ARGV[7] payment window (µs, 0 for none),
--- ARGV[8..] ids of orders in the stream that MySQL's snapshot holds
+-- ARGV[8] MySQL's live orders on these keys, ARGV[9..] ids of orders in
+-- the stream that MySQL's snapshot holds
 --
 -- Returns 1 when it loaded the voucher, 0 when it was loaded already.
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -44,9 +45,10 @@ local function older(a, b)
 end
 
 local persisted = {}
-for i = 8, #ARGV do
+for i = 9, #ARGV do
   persisted[ARGV[i]] = true
 end
+local orders = tonumber(ARGV[8])
 -- Orders accepted but not persisted yet are in the stream, not in MySQL:
 -- their buyers hold stock too.
 local stock = tonumber(ARGV[1])
@@ -67,6 +69,7 @@ for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do
     if not latest or older(latest, order) then
       redis.call('HSET', KEYS[2], user, (units + q) .. ':' .. order)
       stock = stock - q
+      orders = orders + 1
     end
   end
 end
@@ -95,5 +98,5 @@ local loaded = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 redis.call('HSETNX', KEYS[4], '-', '')
 redis.call('HSETNX', KEYS[5], '-', '0')
 redis.call('HSET', KEYS[1], 'stock', stock, 'initial', ARGV[2], 'begin', ARGV[3], 'end', ARGV[4], 'loaded', loaded,
-  'limit', ARGV[6], 'window', ARGV[7])
+  'limit', ARGV[6], 'window', ARGV[7], 'orders', orders)
 return 1

@@ -26,7 +26,7 @@ func TestReconcileFinishesAHalfDoneReturn(t *testing.T) {
 	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
 	e.WaitDrained(v.ID, 2)
 	// The first half only, a minute ago: what a killed instance leaves.
-	if _, err := e.DB.CancelOrder(ctx, orders[0].ID, 1, time.Now()); err != nil {
+	if _, _, err := e.DB.CancelOrder(ctx, orders[0].ID, 1, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.SQL.Exec("UPDATE orders SET updated_at = ? WHERE id = ?", time.Now().Add(-time.Minute).UTC().Format("2006-01-02 15:04:05.000000"), orders[0].ID); err != nil {

@@ -37,7 +37,7 @@ func TestRestockOncePerOrderOnTheHomeShard(t *testing.T) {
 	e.WaitDrained(v.ID, 9)
 	var closed []*flashsale.Order
 	for _, o := range orders[:4] {
-		c, err := e.DB.CancelOrder(ctx, o.ID, o.UserID, time.Now())
+		c, _, err := e.DB.CancelOrder(ctx, o.ID, o.UserID, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
