@@ -23,7 +23,8 @@ import (
 // Persister stores batches of accepted orders: what the consumer needs
 // from the system of record (*store.DB, passed in by cmd). PersistOrders
 // must be idempotent and all-or-nothing, and must return an error wrapping
-// flashsale.ErrStockShort when the batch needs more stock than is left.
+// flashsale.ErrStockShort when the batch needs more stock than is left, and
+// one wrapping flashsale.ErrUnknownVoucher when it has no such voucher.
 type Persister interface {
 	PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error)
 }
@@ -40,8 +41,11 @@ var (
 	deadLua string
 	//go:embed reap.lua
 	reapLua string
+	//go:embed takeover.lua
+	takeoverLua string
 
-	claimScript = rueidis.NewLuaScript(claimLua)
-	deadScript  = rueidis.NewLuaScript(deadLua)
-	reapScript  = rueidis.NewLuaScript(reapLua)
+	claimScript    = rueidis.NewLuaScript(claimLua)
+	deadScript     = rueidis.NewLuaScript(deadLua)
+	reapScript     = rueidis.NewLuaScript(reapLua)
+	takeoverScript = rueidis.NewLuaScript(takeoverLua)
 )
