@@ -5,6 +5,12 @@
 // its reason to the voucher's dead-letter stream; none is dropped. It
 // meets the gate (package async) only in Redis (async/internal/layout).
 //
+// Each consumer keeps a heartbeat in Redis; the entries of one whose
+// heartbeat is gone (it died) are taken over by the others within about a
+// heartbeat (heartbeat.go). A batch whose voucher the database does not
+// have is a configuration error, never a dead letter: it stays pending
+// for a consumer of the right database (unknown.go). How: ../DESIGN.md.
+//
 // When a voucher's sale is over and drained, its keys are retired: the
 // consumer schedules it and, RetireAfter later, has the reconciler check
 // and delete it (retire.go).

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -105,5 +107,54 @@ func TestBenchNoticesAConsumerItDidNotStart(t *testing.T) {
 	}
 	if s := intruder.Stats(); s.DeadLettered != 0 {
 		t.Errorf("the intruder: %+v; want nothing dead-lettered", s)
+	}
+}
+
+// TestRunningServeWatchesThePrefixClaim: a running serve claims its prefix
+// again when the claim vanished (Redis lost its data), and logs loudly when
+// it finds another database's claim.
+func TestRunningServeWatchesThePrefixClaim(t *testing.T) {
+	rc, prefix := testenv.Redis(t)
+	dbURL := testenv.MySQLURL(t)
+	var stderr testenv.Buffer
+	runServe(t, &stderr, io.Discard, "--jwt-secret", serveSecret, "--strategy", "conditional",
+		"--redis", "redis://"+testenv.RedisAddr()+"/0", "--redis-prefix", prefix, "--db", dbURL)
+	id := identity(t, dbURL)
+	key := prefix + "owner"
+	claim := func() async.Owner {
+		var o async.Owner
+		raw, err := rc.Do(context.Background(), rc.B().Get().Key(key).Build()).ToString()
+		if err == nil {
+			_ = json.Unmarshal([]byte(raw), &o)
+		}
+		return o
+	}
+	if o := claim(); o.ID != id {
+		t.Fatalf("claim %+v; want database %s's", o, id)
+	}
+	if err := rc.Do(context.Background(), rc.B().Del().Key(key).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the claim made again", func() bool { return claim().ID == id })
+	if !strings.Contains(stderr.String(), "claimed it again") {
+		t.Errorf("log:\n%s\nwant the claim made again said", stderr.String())
+	}
+	other := `{"id":"another","database":"mysql://elsewhere/db"}`
+	if err := rc.Do(context.Background(), rc.B().Set().Key(key).Value(other).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the other claim logged", func() bool {
+		return strings.Contains(stderr.String(), "ANOTHER DEPLOYMENT CLAIMED THIS REDIS PREFIX")
+	})
+}
+
+// waitFor polls cond until it holds, failing the test after a minute (a
+// bound on a hang, not a measurement).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: still not so after a minute", what)
+		}
 	}
 }
