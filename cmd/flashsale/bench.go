@@ -269,7 +269,7 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 	if err != nil {
 		return rep, err
 	}
-	fl := &fleets{cfg: cfg, b: b, logDir: logDir, secret: secret, admin: admin}
+	fl := &fleets{cfg: cfg, b: b, logDir: logDir, secret: secret, admin: admin, id: randomHex(3)}
 	rep.Setup.Mode, rep.Setup.Redis, rep.Setup.DB = fl.mode(), fl.redis(), fl.db()
 	say(stdout, fl.describe())
 	say(stdout, describeLoad(rep.Setup))
@@ -292,7 +292,7 @@ func (fl *fleets) runAll(ctx context.Context, authn *auth.Authenticator, log *sl
 			return rows, errors.Join(append(errs, fmt.Errorf("%s: starting instances: %w", name, err))...)
 		}
 		sale := &lab.Sale{
-			Strategy: name, Targets: f.urls, AdminToken: admin, Auth: authn, Auditor: lab.NewAuditor(b.db, b.redis, b.prefix),
+			Strategy: name, Targets: f.urls, AdminToken: admin, Auth: authn, Auditor: lab.NewAuditor(b.db, b.redis, b.prefix), Consumers: f.consumers,
 			Stock: cfg.stock, Shards: cfg.shards, Users: cfg.users, Requests: cfg.requests, Doubles: cfg.doubles, Seed: cfg.seed,
 			Concurrency: cfg.concurrency, Rate: cfg.rate, Timeout: cfg.timeout, DrainTimeout: cfg.drain,
 			Progress: func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) },

@@ -65,28 +65,15 @@ func checkEvictionPolicy(ctx context.Context, client rueidis.Client, log *slog.L
 // serves. Where CONFIG is refused it stays quiet (the start-up check said
 // so). The returned func stops the watch and waits for it.
 func watchEvictionPolicy(client rueidis.Client, log *slog.Logger) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(policyEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			cctx, ccancel := context.WithTimeout(ctx, policyTimeout)
-			cfg, err := client.Do(cctx, client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
-			ccancel()
-			if policy := cfg["maxmemory-policy"]; err == nil && policy != "" && policy != "noeviction" {
-				log.Error("REDIS MAY EVICT: the current Redis primary's maxmemory-policy is "+policy+", not noeviction (a promoted replica configured unlike the old primary, or a CONFIG SET?); it can evict "+evictable(policy)+"; set maxmemory-policy noeviction",
-					"policy", policy)
-			}
+	return every(policyEvery, func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, policyTimeout)
+		defer cancel()
+		cfg, err := client.Do(ctx, client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+		if policy := cfg["maxmemory-policy"]; err == nil && policy != "" && policy != "noeviction" {
+			log.Error("REDIS MAY EVICT: the current Redis primary's maxmemory-policy is "+policy+", not noeviction (a promoted replica configured unlike the old primary, or a CONFIG SET?); it can evict "+evictable(policy)+"; set maxmemory-policy noeviction",
+				"policy", policy)
 		}
-	}()
-	return func() { cancel(); <-done }
+	})
 }
 
 // evictable says what a policy other than noeviction can evict.
