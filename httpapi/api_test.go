@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/httpapi"
+	"github.com/flashsale/flashsale/idempotency"
 	"github.com/flashsale/flashsale/idgen"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/lifecycle"
@@ -30,8 +33,9 @@ import (
 )
 
 const (
-	secret     = "test-secret-test-secret-test-secret"
-	adminToken = "admin-secret"
+	secret        = "test-secret-test-secret-test-secret"
+	adminToken    = "admin-secret"
+	paymentSecret = "whsec-test-payment-secret"
 )
 
 // testAPI is the whole service on real Redis and MariaDB behind httptest.
@@ -43,7 +47,22 @@ type testAPI struct {
 	locks *lock.Client
 	redis rueidis.Client // the Redis of everything (BenchmarkHotVoucher reads its CPU)
 	h     http.Handler   // what the server serves (BenchmarkRefusalHandler calls it directly)
+	// life pays, cancels and expires orders on the clock; another
+	// instance (apiOptions.share) is served on the same MySQL database
+	// and Redis prefix.
+	life          *lifecycle.Service
+	clock         *testClock
+	dbURL, prefix string
 }
+
+// testClock is the clock of the strategies and of orders' lives: real
+// time moved forward by Advance, so that a test reaches an order's pay_by
+// without waiting for it. (The async gate sets pay_by by Redis's clock,
+// the real one.)
+type testClock struct{ ahead atomic.Int64 }
+
+func (c *testClock) Now() time.Time          { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *testClock) Advance(d time.Duration) { c.ahead.Add(int64(d)) }
 
 type apiOptions struct {
 	strategy string
@@ -57,6 +76,14 @@ type apiOptions struct {
 	// one; durability is async's.
 	redis      rueidis.Client
 	durability async.DurabilityConfig
+	// share runs this instance on the MySQL database, Redis prefix and
+	// clock of another.
+	share *testAPI
+	// noPayments leaves the payment secret unset.
+	noPayments bool
+	// noConsumer runs async without its consumer: accepted orders stay
+	// pending.
+	noConsumer bool
 }
 
 func newTestAPI(t testing.TB, o apiOptions) *testAPI {
@@ -66,34 +93,46 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 	if o.redis != nil {
 		rc = o.redis
 	}
-	db, err := store.Open(ctx, testenv.MySQLURL(t))
+	api := &testAPI{t: t, redis: rc, prefix: prefix, clock: &testClock{}}
+	if o.share != nil {
+		api.prefix, api.dbURL, api.clock = o.share.prefix, o.share.dbURL, o.share.clock
+	} else {
+		api.dbURL = testenv.MySQLURL(t)
+	}
+	db, err := store.Open(ctx, api.dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	ids := idgen.New(rc, "id", idgen.WithPrefix(prefix+"idgen:"), idgen.WithFloor(db.MaxOrderID), idgen.WithLogger(slog.New(slog.DiscardHandler)))
+	api.db = db
+	ids := idgen.New(rc, "id", idgen.WithPrefix(api.prefix+"idgen:"), idgen.WithFloor(db.MaxOrderID), idgen.WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(ids.Close)
-	locks := lock.New(rc, lock.WithPrefix(prefix+"lock:"))
-	t.Cleanup(func() { locks.Close() })
+	api.locks = lock.New(rc, lock.WithPrefix(api.prefix+"lock:"))
+	t.Cleanup(func() { api.locks.Close() })
 	if o.lockWait == 0 {
 		o.lockWait = 5 * time.Second
 	}
 	if o.strategy == "" {
 		o.strategy = "conditional"
 	}
-	vouchers, orders := services(t, o, rc, prefix, db, ids, locks)
+	vouchers, orders := api.services(o, ids)
 	a, err := auth.New(secret, adminToken)
 	if err != nil {
 		t.Fatal(err)
 	}
+	api.auth = a
 	srv := &httpapi.Server{
 		Vouchers: vouchers,
-		Orders:   orders,
+		// As serve wraps every strategy.
+		Orders:   idempotency.Wrap(orders, rc, idempotency.Config{Prefix: api.prefix}),
 		Auth:     a,
-		Limiter:  ratelimit.New(rc, prefix+"rate:"),
+		Limiter:  ratelimit.New(rc, api.prefix+"rate:"),
 		UserRate: o.rateUser,
 		IPRate:   o.rateIP,
 		Ready:    o.ready,
+	}
+	if !o.noPayments {
+		srv.PaymentSecret = []byte(paymentSecret)
 	}
 	if o.limiterDown {
 		down, err := rueidis.NewClient(testenv.RedisOption())
@@ -101,39 +140,44 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 			t.Fatal(err)
 		}
 		down.Close()
-		srv.Limiter = ratelimit.New(down, prefix+"rate:")
+		srv.Limiter = ratelimit.New(down, api.prefix+"rate:")
 	}
-	h := srv.Handler()
-	ts := httptest.NewServer(h)
+	api.h = srv.Handler()
+	ts := httptest.NewServer(api.h)
 	t.Cleanup(ts.Close)
-	return &testAPI{t: t, url: ts.URL, auth: a, db: db, locks: locks, redis: rc, h: h}
+	api.url = ts.URL
+	return api
 }
 
-// services returns the strategy's services; async runs its consumer until
-// the test ends.
-func services(t testing.TB, o apiOptions, rc rueidis.Client, prefix string, db *store.DB, ids *idgen.Generator, locks *lock.Client) (flashsale.VoucherService, flashsale.OrderService) {
+// services returns the strategy's services, and sets api.life; its
+// expirer, and async's consumer, run until the test ends.
+func (api *testAPI) services(o apiOptions, ids *idgen.Generator) (flashsale.VoucherService, flashsale.OrderService) {
+	t := api.t
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	if o.strategy == "async" {
-		cfg := async.Config{Prefix: prefix + "a:", OrderIDs: ids, Durability: o.durability}
-		cfg.Lifecycle = lifecycle.New(db, lifecycle.Config{Restocker: async.Returns(rc, cfg)})
-		svc, err := async.NewService(rc, db, cfg)
+		acfg := async.Config{Prefix: api.prefix + "a:", OrderIDs: ids, Durability: o.durability}
+		api.life = lifecycle.New(api.db, lifecycle.Config{Restocker: async.Returns(api.redis, acfg), Now: api.clock.Now})
+		acfg.Lifecycle = api.life
+		svc, err := async.NewService(api.redis, api.db, acfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := consume.New(rc, db, consume.Config{Prefix: prefix + "a:", Block: 100 * time.Millisecond, Refresh: 100 * time.Millisecond})
-		wg.Go(func() { _ = c.Run(ctx) })
-		wg.Go(func() { _ = cfg.Lifecycle.Run(ctx, lifecycle.ExpirerConfig{}) })
+		wg.Go(func() { _ = api.life.Run(ctx, lifecycle.ExpirerConfig{}) })
+		if !o.noConsumer {
+			c := consume.New(api.redis, api.db, consume.Config{Prefix: api.prefix + "a:", Block: 100 * time.Millisecond, Refresh: 100 * time.Millisecond})
+			wg.Go(func() { _ = c.Run(ctx) })
+		}
 		return svc, svc
 	}
-	life := lifecycle.New(db, lifecycle.Config{})
-	wg.Go(func() { _ = life.Run(ctx, lifecycle.ExpirerConfig{}) })
-	orders, err := strategy.New(o.strategy, strategy.Config{DB: db, IDs: ids, Locks: locks, LockWait: o.lockWait, Lifecycle: life})
+	api.life = lifecycle.New(api.db, lifecycle.Config{Now: api.clock.Now})
+	wg.Go(func() { _ = api.life.Run(ctx, lifecycle.ExpirerConfig{}) })
+	orders, err := strategy.New(o.strategy, strategy.Config{DB: api.db, IDs: ids, Locks: api.locks, LockWait: o.lockWait, Now: api.clock.Now, Lifecycle: api.life})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strategy.NewVoucherService(db, ids, "conditional"), orders
+	return strategy.NewVoucherService(api.db, ids, "conditional"), orders
 }
 
 func (api *testAPI) userToken(id int64) string {
@@ -160,13 +204,23 @@ func (api *testAPI) do(method, path, token, body string, out any) *http.Response
 // raw sends a request and returns the response with its whole body.
 func (api *testAPI) raw(method, path, token, body string) (*http.Response, []byte) {
 	api.t.Helper()
-	req, err := http.NewRequest(method, api.url+path, strings.NewReader(body))
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	return api.send(method, path, h, strings.NewReader(body))
+}
+
+// send sends a request with the header and body and returns the response
+// with its whole body. A body that is not a *strings.Reader has no known
+// length, and is sent chunked.
+func (api *testAPI) send(method, path string, h http.Header, body io.Reader) (*http.Response, []byte) {
+	api.t.Helper()
+	req, err := http.NewRequest(method, api.url+path, body)
 	if err != nil {
 		api.t.Fatal(err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	maps.Copy(req.Header, h)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		api.t.Fatal(err)
@@ -265,6 +319,7 @@ func TestCreateAndGetVoucher(t *testing.T) {
 	want := map[string]any{
 		"id": created.ID, "title": "100 off", "stock": float64(7), "remaining": float64(7), "orders": float64(0),
 		"begin_time": "2026-11-21T10:00:00Z", "end_time": "2026-11-21T12:00:00Z", "shards": float64(1),
+		"payment_window_seconds": float64(0), "limit_per_buyer": float64(1),
 	}
 	if res.StatusCode != 200 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("get voucher: %d %v; want %v", res.StatusCode, got, want)
@@ -370,17 +425,21 @@ func testOrderFlowAndErrors(t *testing.T, strategyName, placedStatus string) {
 		OrderID string `json:"order_id"`
 		Status  string `json:"status"`
 	}
-	res := api.do("POST", "/api/vouchers/"+vid+"/orders", alice, `{"user_id":"999"}`, &placed)
+	// The buyer is the token's: a body naming another is refused.
+	var eb errorBody
+	res := api.do("POST", "/api/vouchers/"+vid+"/orders", alice, `{"user_id":"999"}`, &eb)
+	wantErrorMessage(t, res, eb, 400, flashsale.EInvalid, `unknown field "user_id"`)
+	res = api.do("POST", "/api/vouchers/"+vid+"/orders", alice, "", &placed)
 	if res.StatusCode != 200 || placed.Status != placedStatus || placed.OrderID == "" {
 		t.Fatalf("order: %d %+v; want status %s", res.StatusCode, placed, placedStatus)
 	}
-	var got map[string]string
+	var got map[string]any
 	res = api.do("GET", "/api/orders/"+placed.OrderID, alice, "", &got)
-	want := map[string]string{"order_id": placed.OrderID, "voucher_id": vid, "user_id": "101"}
+	want := map[string]any{"order_id": placed.OrderID, "voucher_id": vid, "user_id": "101", "quantity": float64(1)}
 	status := got["status"]
 	delete(got, "status")
 	if res.StatusCode != 200 || fmt.Sprint(got) != fmt.Sprint(want) || (status != "created" && status != placedStatus) {
-		t.Fatalf("get order: %d %v status %q; want %v (the body's user_id must be ignored)", res.StatusCode, got, status, want)
+		t.Fatalf("get order: %d %v status %q; want %v", res.StatusCode, got, status, want)
 	}
 	if res := api.do("GET", "/api/orders/"+placed.OrderID, adminToken, "", &got); res.StatusCode != 200 || got["user_id"] != "101" {
 		t.Fatalf("admin get order: %d %v", res.StatusCode, got)
@@ -388,7 +447,6 @@ func testOrderFlowAndErrors(t *testing.T, strategyName, placedStatus string) {
 
 	// A repeat order while stock is left (after the sell-out, the async
 	// gate answers sold_out first, as the seed's script does).
-	var eb errorBody
 	res = api.do("POST", "/api/vouchers/"+vid+"/orders", alice, "", &eb)
 	wantError(t, res, eb, 409, flashsale.EDuplicateOrder)
 	if res := api.do("POST", "/api/vouchers/"+vid+"/orders", bob, "", &placed); res.StatusCode != 200 {

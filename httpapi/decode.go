@@ -16,16 +16,31 @@ import (
 // maxBodyBytes bounds request bodies; a voucher needs a few hundred bytes.
 const maxBodyBytes = 64 << 10
 
-// decodeJSON decodes exactly one JSON object from the body into v,
-// rejecting unknown fields, trailing data, bodies that are not UTF-8 and
-// bodies over maxBodyBytes with EInvalid errors that say what is wrong.
-// The body is checked as bytes first: encoding/json would quietly turn
-// bytes that are not UTF-8 into U+FFFD.
+// decodeJSON decodes exactly one JSON object from the body into v (see
+// decodeBody).
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeBody(body, v)
+}
+
+// readBody reads the whole body, refusing one over maxBodyBytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
-		return decodeError(err)
+		return nil, decodeError(err)
 	}
+	return body, nil
+}
+
+// decodeBody decodes exactly one JSON object from body into v, rejecting
+// unknown fields, trailing data and bodies that are not UTF-8 with
+// EInvalid errors that say what is wrong. The body is checked as bytes
+// first: encoding/json would quietly turn bytes that are not UTF-8 into
+// U+FFFD.
+func decodeBody(body []byte, v any) error {
 	if at := invalidUTF8(body); at >= 0 {
 		return flashsale.Errorf(flashsale.EInvalid, "the body is not valid UTF-8 (at byte %d)", at)
 	}

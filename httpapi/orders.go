@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
 	"strings"
@@ -64,12 +65,20 @@ func orderRequest(w http.ResponseWriter, r *http.Request, userID int64) (flashsa
 		return flashsale.OrderRequest{}, err
 	}
 	req := flashsale.OrderRequest{VoucherID: voucherID, UserID: userID}
-	if r.ContentLength != 0 {
-		var body placeOrderBody
-		if err := decodeJSON(w, r, &body); err != nil {
+	if r.ContentLength != 0 { // most orders have no body: read nothing then
+		// A body of nothing (or only white space) is no body, however it
+		// was sent: a chunked empty one has no Content-Length of 0.
+		body, err := readBody(w, r)
+		if err != nil {
 			return flashsale.OrderRequest{}, err
 		}
-		req.Quantity = int(body.Quantity)
+		if len(bytes.TrimSpace(body)) > 0 {
+			var b placeOrderBody
+			if err := decodeBody(body, &b); err != nil {
+				return flashsale.OrderRequest{}, err
+			}
+			req.Quantity = int(b.Quantity)
+		}
 	}
 	if keys := r.Header.Values("Idempotency-Key"); len(keys) > 0 {
 		key := strings.TrimSpace(keys[0])

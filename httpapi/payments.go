@@ -1,12 +1,11 @@
 package httpapi
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -39,9 +38,9 @@ type paymentBody struct {
 }
 
 func (s *Server) payment(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	body, err := readBody(w, r)
 	if err != nil {
-		s.fail(w, r, decodeError(err))
+		s.fail(w, r, err)
 		return
 	}
 	if err := s.verifySignature(r.Header.Get(SignatureHeader), body, s.now()); err != nil {
@@ -111,10 +110,8 @@ func Sign(secret, body []byte, t time.Time) string {
 // parsePayment reads a payment from a signed body.
 func parsePayment(body []byte) (flashsale.Payment, error) {
 	var b paymentBody
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return flashsale.Payment{}, decodeError(err)
+	if err := decodeBody(body, &b); err != nil {
+		return flashsale.Payment{}, err
 	}
 	switch {
 	case b.PaymentID == nil || *b.PaymentID == "" || len(*b.PaymentID) > flashsale.MaxPaymentIDBytes:
@@ -122,10 +119,24 @@ func parsePayment(body []byte) (flashsale.Payment, error) {
 	case b.Amount == nil || *b.Amount < 0:
 		return flashsale.Payment{}, flashsale.Errorf(flashsale.EInvalid, `field "amount" must be a whole number of cents, 0 or more`)
 	}
-	raw := strings.Trim(string(b.OrderID), `"`)
-	id, err := flashsale.ParseID(raw)
+	id, err := orderID(b.OrderID)
 	if err != nil {
-		return flashsale.Payment{}, flashsale.Errorf(flashsale.EInvalid, `field "order_id" must be an order id: %v`, err)
+		return flashsale.Payment{}, flashsale.Errorf(flashsale.EInvalid, `field "order_id" must be an order id, as a string or a number: %v`, err)
 	}
 	return flashsale.Payment{ID: *b.PaymentID, OrderID: id, Amount: *b.Amount}, nil
+}
+
+// orderID parses the order id of a payment: a JSON string or number
+// holding an id in its one canonical form (flashsale.ParseID).
+func orderID(raw json.RawMessage) (int64, error) {
+	s := string(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, err
+		}
+	}
+	if len(raw) == 0 {
+		return 0, errors.New("it is missing")
+	}
+	return flashsale.ParseID(s)
 }
