@@ -18,14 +18,15 @@ const OrderRoute = "POST /api/vouchers/{id}/orders"
 type noteKey struct{}
 
 // note tells the middleware whether the order decorator counted the
-// request's order attempt.
+// request's order, payment or cancel.
 type note struct{ counted bool }
 
 // Middleware counts and times every request by route: the pattern the
 // mux matched (r.Pattern, which net/http's ServeMux sets on the request it
 // was given), or "unmatched". An order request refused before it reached
 // the order service (rate limited, unauthenticated, a malformed id) is
-// counted in flashsale_orders_total here, by its status.
+// counted in flashsale_orders_total here, by its status; so is a payment
+// or a cancel (a bad signature, a malformed id) in theirs.
 func (m *Metrics) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -40,6 +41,12 @@ func (m *Metrics) Middleware(next http.Handler) http.Handler {
 		}
 		m.httpRequests.WithLabelValues(route, strconv.Itoa(sw.Status)).Inc()
 		m.httpDuration.WithLabelValues(route).Observe(took.Seconds())
+		if route == PaymentRoute || route == CancelRoute {
+			if !n.counted {
+				m.countLife(route, sw.Status)
+			}
+			return
+		}
 		if route != OrderRoute {
 			return
 		}

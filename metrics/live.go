@@ -34,7 +34,7 @@ type liveVoucher struct {
 // secondsRing holds one voucher's outcome counts per second.
 type secondsRing [LiveSeconds]struct {
 	sec int64
-	n   [10]uint32 // by index in Outcomes
+	n   [len(outcomes)]uint32 // by index in Outcomes
 }
 
 // NewLive returns an empty Live on the clock now.
@@ -69,7 +69,7 @@ func (l *Live) Count(voucherID int64, outcome string) {
 	}
 	s := &v.seconds[sec%LiveSeconds]
 	if s.sec != sec {
-		s.sec, s.n = sec, [10]uint32{}
+		s.sec, s.n = sec, [len(outcomes)]uint32{}
 	}
 	s.n[i]++
 }

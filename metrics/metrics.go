@@ -28,7 +28,9 @@ import (
 
 // Outcomes are the values of the outcome label of
 // flashsale_orders_total, in the order the dashboard shows them.
-var Outcomes = []string{"accepted", "sold_out", "duplicate_order", "not_started", "ended",
+var Outcomes = outcomes[:]
+
+var outcomes = [...]string{"accepted", "sold_out", "duplicate_order", "limit_reached", "not_started", "ended",
 	"rate_limited", "busy", "unavailable", "invalid", "internal"}
 
 // outcomeIndex maps an outcome to its index in Outcomes.
@@ -47,7 +49,7 @@ func Outcome(err error) string {
 	switch code := flashsale.ErrorCode(err); code {
 	case "":
 		return "accepted"
-	case flashsale.ESoldOut, flashsale.EDuplicateOrder, flashsale.ENotStarted, flashsale.EEnded,
+	case flashsale.ESoldOut, flashsale.EDuplicateOrder, flashsale.ELimitReached, flashsale.ENotStarted, flashsale.EEnded,
 		flashsale.ERateLimited, flashsale.EBusy, flashsale.EUnavailable, flashsale.EInvalid:
 		return code
 	case flashsale.ENotFound, flashsale.EUnauthorized, flashsale.EForbidden:
@@ -71,6 +73,9 @@ type Metrics struct {
 	batchSize    prometheus.Histogram
 	persistTime  prometheus.Histogram
 	persistFails prometheus.Counter
+	// An order's life after it is placed (lifecycle.go).
+	payments, cancels *prometheus.CounterVec
+	expiryLag         prometheus.Histogram
 }
 
 // latencyBuckets suit a service that answers in well under a millisecond
@@ -110,7 +115,9 @@ func New(strategy string) *Metrics {
 			m.orders.WithLabelValues(strategy, o)
 		}
 	}
+	m.newLifecycle()
 	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.orders, m.gate, m.batchSize, m.persistTime, m.persistFails,
+		m.payments, m.cancels, m.expiryLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	return m
 }

@@ -22,6 +22,7 @@ func TestOutcome(t *testing.T) {
 		{nil, "accepted"},
 		{flashsale.Errorf(flashsale.ESoldOut, "x"), "sold_out"},
 		{flashsale.Errorf(flashsale.EDuplicateOrder, "x"), "duplicate_order"},
+		{flashsale.Errorf(flashsale.ELimitReached, "x"), "limit_reached"},
 		{flashsale.Errorf(flashsale.ENotStarted, "x"), "not_started"},
 		{flashsale.Errorf(flashsale.EEnded, "x"), "ended"},
 		{flashsale.Errorf(flashsale.EBusy, "x"), "busy"},

@@ -10,7 +10,8 @@ import (
 )
 
 // Orders returns svc with every PlaceOrder counted in
-// flashsale_orders_total and timed in flashsale_order_gate_duration_seconds.
+// flashsale_orders_total and timed in flashsale_order_gate_duration_seconds,
+// and every CancelOrder and PayOrder counted by outcome (lifecycle.go).
 func (m *Metrics) Orders(svc flashsale.OrderService) flashsale.OrderService {
 	return &orders{OrderService: svc, m: m}
 }
@@ -26,11 +27,17 @@ func (o *orders) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*f
 	start := time.Now()
 	ord, err := o.OrderService.PlaceOrder(ctx, req)
 	o.m.gate.WithLabelValues(o.m.strategy).Observe(time.Since(start).Seconds())
-	if n, ok := ctx.Value(noteKey{}).(*note); ok {
-		n.counted = true // the HTTP middleware must not count it again
-	}
+	markCounted(ctx)
 	o.m.countOrder(req.VoucherID, Outcome(err))
 	return ord, err
+}
+
+// markCounted tells the HTTP middleware that the request's attempt was
+// counted, so that it does not count it again.
+func markCounted(ctx context.Context) {
+	if n, ok := ctx.Value(noteKey{}).(*note); ok {
+		n.counted = true
+	}
 }
 
 // Persister returns p with every batch's size and time recorded

@@ -66,15 +66,28 @@ type VoucherSample struct {
 	Stock     int       `json:"stock"`
 	BeginTime time.Time `json:"begin_time"`
 	EndTime   time.Time `json:"end_time"`
-	// From MySQL: remaining stock and orders holding stock.
+	// From MySQL: remaining stock, orders holding stock and their units.
 	RemainingMySQL int `json:"remaining_mysql"`
 	Orders         int `json:"orders"`
+	Units          int `json:"units"`
+	// From MySQL, an order's life: orders by status (of the live ones,
+	// Paid and AwaitingPayment; an async order is counted once
+	// persisted), the units of cancelled and expired orders (Returned),
+	// the closed orders whose return is not done yet, and those that
+	// carry a payment (which must stay 0).
+	Paid            int `json:"paid"`
+	AwaitingPayment int `json:"awaiting_payment"`
+	Cancelled       int `json:"cancelled"`
+	Expired         int `json:"expired"`
+	Returned        int `json:"returned"`
+	ReturnsPending  int `json:"returns_pending"`
+	PaidAfterClose  int `json:"paid_after_close"`
 	// From Redis.
 	RemainingRedis *int   `json:"remaining_redis"`
 	Backlog        *int64 `json:"backlog,omitempty"`
 	DeadLetters    *int   `json:"dead_letters,omitempty"`
 	// Oversold is how many more units were sold than the stock, in MySQL
-	// or in Redis: it must stay 0. MySQLDrift is remaining + orders −
+	// or in Redis: it must stay 0. MySQLDrift is remaining + units −
 	// stock in MySQL (negative: lost stock updates); RedisDrift is Redis's
 	// stock + backlog − MySQL's remaining (0 when every unit Redis took is
 	// in MySQL or on its way; negative after a dead letter until
@@ -265,9 +278,11 @@ func (s *Sampler) voucher(ctx context.Context, v *VoucherSample, open bool) erro
 	if err != nil {
 		return err
 	}
-	v.RemainingMySQL, v.Orders = a.Remaining, a.Orders
-	v.MySQLDrift = a.Remaining + a.Orders - a.Stock
-	v.Oversold = max(0, a.Orders-a.Stock)
+	v.RemainingMySQL, v.Orders, v.Units = a.Remaining, a.Orders, a.Units
+	v.Paid, v.AwaitingPayment, v.Cancelled, v.Expired = a.Paid, a.AwaitingPayment, a.Cancelled, a.Expired
+	v.Returned, v.ReturnsPending, v.PaidAfterClose = a.ReturnedUnits, a.ReturnsPending, a.PaidAfterClose
+	v.MySQLDrift = a.Remaining + a.Units - a.Stock
+	v.Oversold = max(0, a.Units-a.Stock)
 	if st.Loaded {
 		stock, dead := st.Stock, st.DeadLetters
 		v.RemainingRedis, v.DeadLetters = &stock, &dead
@@ -293,13 +308,18 @@ var (
 	descBacklog   = prometheus.NewDesc("flashsale_async_backlog", "Accepted orders of the voucher's stream not persisted yet (vouchers with an open stream only).", []string{"voucher"}, nil)
 	descDead      = prometheus.NewDesc("flashsale_async_dead_letters", "Entries in the voucher's dead-letter stream.", []string{"voucher"}, nil)
 	descSampled   = prometheus.NewDesc("flashsale_voucher_sample_timestamp_seconds", "When the voucher figures were last read from Redis and MySQL.", nil, nil)
+	descStatus    = prometheus.NewDesc("flashsale_voucher_orders_by_status", "Orders in MySQL by voucher and status (created, awaiting_payment, paid, cancelled, expired).", []string{"voucher", "status"}, nil)
+	descReturned  = prometheus.NewDesc("flashsale_voucher_returned_units", "Units of the voucher's cancelled and expired orders, given back to its stock.", []string{"voucher"}, nil)
+	descPending   = prometheus.NewDesc("flashsale_voucher_returns_pending", "Closed orders of the voucher whose units are not back on sale yet (the sweep finishes them within seconds).", []string{"voucher"}, nil)
+	descPaidLate  = prometheus.NewDesc("flashsale_voucher_paid_after_close", "Cancelled or expired orders of the voucher that carry a payment; must be 0.", []string{"voucher"}, nil)
 )
 
 // samplerCollector exports a Sampler's last sample.
 type samplerCollector struct{ s *Sampler }
 
 func (c samplerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRemaining, descOrders, descOversold, descDrift, descBacklog, descDead, descSampled} {
+	for _, d := range []*prometheus.Desc{descRemaining, descOrders, descOversold, descDrift, descBacklog, descDead, descSampled,
+		descStatus, descReturned, descPending, descPaidLate} {
 		ch <- d
 	}
 }
@@ -318,6 +338,13 @@ func (c samplerCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descOrders, float64(v.Orders), id)
 		gauge(descOversold, float64(v.Oversold), id)
 		gauge(descDrift, float64(v.MySQLDrift), id, "mysql")
+		for status, n := range map[string]int{"created": v.Orders - v.Paid - v.AwaitingPayment, "awaiting_payment": v.AwaitingPayment,
+			"paid": v.Paid, "cancelled": v.Cancelled, "expired": v.Expired} {
+			gauge(descStatus, float64(n), id, status)
+		}
+		gauge(descReturned, float64(v.Returned), id)
+		gauge(descPending, float64(v.ReturnsPending), id)
+		gauge(descPaidLate, float64(v.PaidAfterClose), id)
 		if v.RemainingRedis != nil {
 			gauge(descRemaining, float64(*v.RemainingRedis), id, "redis")
 			gauge(descDead, float64(*v.DeadLetters), id)

@@ -16,11 +16,7 @@ import (
 // as sold at that pass, or at its end if it ended before.
 func TestSamplerLastSold(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, testenv.MySQLURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t)
 	now := time.Now().UTC().Truncate(time.Second)
 	nextID := int64(100)
 	voucher := func(begin, end time.Duration) int64 {
@@ -67,4 +63,15 @@ func TestSamplerLastSold(t *testing.T) {
 			t.Errorf("voucher %d: LastSold %v, want %v", id, sold[id], want)
 		}
 	}
+}
+
+// openDB opens a MySQL database of the test's own.
+func openDB(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), testenv.MySQLURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

@@ -145,9 +145,14 @@ func runConsumer(ctx context.Context, bf backendFlags, cf consumerFlags, metrics
 	}
 	life := lifecycle.New(b.db, lifecycle.Config{Logger: log,
 		Restocker: async.Returns(b.redis, async.Config{Prefix: b.prefix, Durability: cf.durability.config()})})
+	var expirer lifecycle.ExpirerConfig
+	if m != nil {
+		m.WatchLifecycle(life)
+		expirer.ObserveLag = m.ObserveExpiryLag
+	}
 	fmt.Fprintf(stdout, "flashsale: consuming as %s\n", c.Name())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = life.Run(ctx, lifecycle.ExpirerConfig{}) })
+	wg.Go(func() { _ = life.Run(ctx, expirer) })
 	err = c.Run(ctx)
 	wg.Wait()
 	fmt.Fprintf(stdout, "flashsale: stopped: %s\n", consumerSummary(c))

@@ -48,10 +48,12 @@ func newObserver(cfg serveConfig, b *backends, log *slog.Logger) (*observer, err
 	return o, nil
 }
 
-// watch counts the services' orders, the consumer's work and the lock
-// client's.
+// watch counts the services' orders, payments and cancels, the expirer's
+// lag and returns, the consumer's work and the lock client's.
 func (o *observer) watch(svc *services) {
 	svc.orders = o.m.Orders(svc.orders)
+	svc.observeLag = o.m.ObserveExpiryLag
+	o.m.WatchLifecycle(svc.life)
 	if svc.consumer != nil {
 		o.m.WatchConsumer(svc.consumer)
 	}
