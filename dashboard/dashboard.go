@@ -8,10 +8,12 @@
 //	GET /api/vouchers/{id}/stats    one voucher's figures, rates and history
 //
 // Anyone may read a sale's public figures: its status, stock left in
-// Redis and in MySQL, orders, accepted and refused orders per second, the
-// latency of its order requests. The pipeline's internals (backlog, dead
-// letters, oversold, drift) need the admin token, as the other operator
-// routes do.
+// Redis and in MySQL, orders (of them, those paid and those awaiting
+// payment, and the units cancelled and expired orders gave back),
+// accepted and refused orders per second, the latency of its order
+// requests. The pipeline's internals (backlog, dead letters, oversold,
+// drift, returns pending, payments after a close) need the admin token, as
+// the other operator routes do.
 package dashboard
 
 import (
@@ -68,15 +70,20 @@ func Routes() []string {
 
 // summary is a voucher in the list.
 type summary struct {
-	ID             int64     `json:"id,string"`
-	Title          string    `json:"title"`
-	Status         string    `json:"status"`
-	Stock          int       `json:"stock"`
-	RemainingMySQL int       `json:"remaining_mysql"`
-	RemainingRedis *int      `json:"remaining_redis"`
-	Orders         int       `json:"orders"`
-	BeginTime      time.Time `json:"begin_time"`
-	EndTime        time.Time `json:"end_time"`
+	ID             int64  `json:"id,string"`
+	Title          string `json:"title"`
+	Status         string `json:"status"`
+	Stock          int    `json:"stock"`
+	RemainingMySQL int    `json:"remaining_mysql"`
+	RemainingRedis *int   `json:"remaining_redis"`
+	Orders         int    `json:"orders"`
+	// Of the orders in MySQL: paid, awaiting payment, and the units of
+	// cancelled and expired ones given back to the stock.
+	Paid            int       `json:"paid"`
+	AwaitingPayment int       `json:"awaiting_payment"`
+	Returned        int       `json:"returned"`
+	BeginTime       time.Time `json:"begin_time"`
+	EndTime         time.Time `json:"end_time"`
 }
 
 // list is the body of GET /api/stats.
@@ -104,7 +111,8 @@ func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
 // public returns what anyone may see of a voucher's sample at now.
 func public(v metrics.VoucherSample, now time.Time) summary {
 	return summary{ID: v.ID, Title: v.Title, Status: status(v, now), Stock: v.Stock, RemainingMySQL: v.RemainingMySQL,
-		RemainingRedis: v.RemainingRedis, Orders: v.Orders, BeginTime: v.BeginTime, EndTime: v.EndTime}
+		RemainingRedis: v.RemainingRedis, Orders: v.Orders, Paid: v.Paid, AwaitingPayment: v.AwaitingPayment, Returned: v.Returned,
+		BeginTime: v.BeginTime, EndTime: v.EndTime}
 }
 
 // operator is what the admin sees of a voucher: all its sample, and its

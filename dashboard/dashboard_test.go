@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/lifecycle"
 	"github.com/flashsale/flashsale/metrics"
 	"github.com/flashsale/flashsale/store"
 )
@@ -39,7 +40,18 @@ func TestEndpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.SellBatch(ctx, 3, []flashsale.Order{{ID: 10, VoucherID: 3, UserID: 10}}); err != nil {
+	// Voucher 3 sold one order without a payment step, and three with
+	// one: one paid, one cancelled, one awaiting payment.
+	payBy := at.Add(time.Hour)
+	if _, err := db.SellBatch(ctx, 3, []flashsale.Order{{ID: 10, VoucherID: 3, UserID: 10},
+		{ID: 11, VoucherID: 3, UserID: 11, PayBy: payBy}, {ID: 12, VoucherID: 3, UserID: 12, PayBy: payBy}, {ID: 13, VoucherID: 3, UserID: 13, PayBy: payBy}}); err != nil {
+		t.Fatal(err)
+	}
+	life := lifecycle.New(db, lifecycle.Config{})
+	if _, err := life.PayOrder(ctx, flashsale.Payment{ID: "p", OrderID: 11}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := life.CancelOrder(ctx, 12, 12); err != nil {
 		t.Fatal(err)
 	}
 	live := metrics.NewLive(time.Now)
@@ -71,7 +83,11 @@ func TestEndpoints(t *testing.T) {
 	}
 	for _, token := range []string{"", "admin"} {
 		var stats struct {
-			Voucher struct{ Status string }
+			Voucher struct {
+				Status                 string
+				Orders, Paid, Returned int
+				AwaitingPayment        int `json:"awaiting_payment"`
+			}
 			Latency struct {
 				P50, P99 float64
 				Requests int64
@@ -80,6 +96,9 @@ func TestEndpoints(t *testing.T) {
 		get(t, srv.URL+"/api/vouchers/3/stats", token, &stats)
 		if stats.Voucher.Status != onSale || stats.Latency.Requests != 3 || math.Abs(stats.Latency.P50-10) > 10.0/16 || math.Abs(stats.Latency.P99-10) > 10.0/16 {
 			t.Errorf("stats of voucher 3 (token %q): %+v; want on_sale, 3 requests at 10 ms", token, stats)
+		}
+		if v := stats.Voucher; v.Orders != 3 || v.Paid != 1 || v.AwaitingPayment != 1 || v.Returned != 1 {
+			t.Errorf("stats of voucher 3 (token %q): %+v; want 3 orders, 1 paid, 1 awaiting payment, 1 unit returned", token, v)
 		}
 	}
 	res, err := http.Get(srv.URL + "/dashboard/chart.js")

@@ -74,30 +74,32 @@ func screenshot(t *testing.T, url, name string) {
 	}
 }
 
-// TestDashboardBrowser runs an async sale among other vouchers, one
-// upcoming (listed first: it begins last), one ended and one sold out
-// earlier, the sale third in the list, and renders the dashboard in
-// headless Chromium: it opens on the voucher selling now, badges each
-// voucher, fits the chart to the sale with MySQL's line under Redis's, reads
-// nice ticks, and stays on the voucher ?voucher=ID names.
+// TestDashboardBrowser runs an async sale with a payment window among
+// other vouchers, one upcoming (listed first: it begins last), one ended
+// and one sold out earlier, the sale third in the list, and renders the
+// dashboard in headless Chromium: it opens on the voucher selling now,
+// badges each voucher, shows the sale's paid, awaiting and returned
+// figures, fits the chart to the sale with MySQL's line under Redis's,
+// reads nice ticks, and stays on the voucher ?voucher=ID names.
 func TestDashboardBrowser(t *testing.T) {
 	_, prefix := testenv.Redis(t)
 	url, _ := startServe(t, "--strategy", "async", "--redis", "redis://"+testenv.RedisAddr()+"/0", "--redis-prefix", prefix,
-		"--db", testenv.MySQLURL(t))
+		"--db", testenv.MySQLURL(t), "--payment-secret-file", paymentSecretFile(t))
 	now := time.Now()
-	create := func(title string, stock int, begin, end time.Duration) string {
+	create := func(title string, stock int, begin, end time.Duration, more string) string {
 		var v struct{ ID string }
-		body := fmt.Sprintf(`{"title":%q,"stock":%d,"begin_time":%q,"end_time":%q}`, title, stock,
-			now.Add(begin).UTC().Format(time.RFC3339), now.Add(end).UTC().Format(time.RFC3339))
+		body := fmt.Sprintf(`{"title":%q,"stock":%d,"begin_time":%q,"end_time":%q%s}`, title, stock,
+			now.Add(begin).UTC().Format(time.RFC3339), now.Add(end).UTC().Format(time.RFC3339), more)
 		if code := call(t, "POST", url+"/api/vouchers", serveAdmin, body, &v); code != http.StatusCreated {
 			t.Fatalf("create voucher %s: %d", title, code)
 		}
 		return v.ID
 	}
-	upcoming := create("Upcoming", 10, time.Hour, 2*time.Hour)
-	ended := create("Ended", 10, -40*time.Second, -10*time.Second)
-	selling := create("Selling", 20, -time.Minute, 2*time.Minute) // 3 min: the chart fits it, with time to spare
-	soldOut := create("Sold out", 1, -90*time.Second, time.Hour)
+	upcoming := create("Upcoming", 10, time.Hour, 2*time.Hour, "")
+	ended := create("Ended", 10, -40*time.Second, -10*time.Second, "")
+	// 3 min: the chart fits it, with time to spare.
+	selling := create("Selling", 20, -time.Minute, 2*time.Minute, `,"payment_window_seconds":600,"pay_value":500`)
+	soldOut := create("Sold out", 1, -90*time.Second, time.Hour, "")
 	order := func(voucher string, users ...int64) {
 		for _, u := range users {
 			call(t, "POST", url+"/api/vouchers/"+voucher+"/orders", userToken(t, u), "", nil)
@@ -105,8 +107,17 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 	order(soldOut, 1, 2)
 	waitStats(t, url+"/api/vouchers/"+soldOut+"/stats", 0)
-	order(selling, 1, 2, 3) // after the sold-out voucher's sale was sampled: this one sold last
-	waitStats(t, url+"/api/vouchers/"+selling+"/stats", 17)
+	// After the sold-out voucher's sale was sampled: this one sold last.
+	// Of its orders, one is paid, one cancelled, one awaits payment.
+	paid, cancelled := placeOrder(t, url, selling, 1), placeOrder(t, url, selling, 2)
+	placeOrder(t, url, selling, 3)
+	if code := pay(t, url, paid, "pay-1", 500); code != http.StatusOK {
+		t.Fatalf("pay order %s: %d", paid, code)
+	}
+	if code := call(t, "POST", url+"/api/orders/"+cancelled+"/cancel", userToken(t, 2), "", nil); code != http.StatusOK {
+		t.Fatalf("cancel order %s: %d", cancelled, code)
+	}
+	waitStats(t, url+"/api/vouchers/"+selling+"/stats", 18) // 3 sold, 1 returned
 
 	dom := string(chromium(t, url+"/dashboard", "--dump-dom"))
 	statuses := map[string]string{}
@@ -124,7 +135,8 @@ func TestDashboardBrowser(t *testing.T) {
 	for _, want := range []string{
 		`<span class="badge on_sale">on sale</span>`, `<span class="badge sold_out">sold out</span>`,
 		`<span class="badge upcoming">upcoming</span>`, `<span class="badge ended">ended</span>`,
-		`<span id="title">Selling</span>`, `id="left-mysql">17<`, `class="value" id="refused">0<`,
+		`<span id="title">Selling</span>`, `id="left-mysql">18<`, `class="value" id="refused">0<`,
+		`id="paid">1<`, `id="awaiting">1<`, `id="returned">1<`,
 		"<code>/dashboard?voucher=ID</code>", ">begin</text>", ">end</text>", ">now</text>",
 	} {
 		if !strings.Contains(dom, want) {

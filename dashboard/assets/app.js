@@ -90,6 +90,9 @@ function showVoucher(s) {
   $("left-mysql").textContent = num(v.remaining_mysql);
   $("left-redis").textContent = num(v.remaining_redis);
   $("orders").textContent = num(v.orders);
+  $("paid").textContent = num(v.paid);
+  $("awaiting").textContent = num(v.awaiting_payment);
+  $("returned").textContent = num(v.returned);
   $("accepted").textContent = num(s.rates.accepted);
   $("accepted").className = "value" + (s.rates.accepted > 0 ? " good" : "");
   const refused = Object.values(s.rates.refused).reduce((a, b) => a + b, 0);
@@ -108,6 +111,9 @@ function showVoucher(s) {
     $("oversold").textContent = num(v.oversold);
     $("oversold").className = "value " + (v.oversold > 0 ? "bad" : "good");
     $("drift").textContent = `${num(v.mysql_drift)} · ${num(v.redis_drift)}`;
+    $("returns-pending").textContent = num(v.returns_pending);
+    $("paid-late").textContent = num(v.paid_after_close);
+    $("paid-late").className = "value " + (v.paid_after_close > 0 ? "bad" : "good");
   }
   // The server's clock, not this browser's: the seconds end with the last
   // complete one.
