@@ -234,20 +234,51 @@ func TestOpenAPIMatchesDashboard(t *testing.T) {
 	}
 }
 
-// TestOpenAPIDescribesShards checks the document's voucher body against
-// what the server takes: "shards" 1 to 64, optional.
-func TestOpenAPIDescribesShards(t *testing.T) {
+// TestOpenAPIDescribesRequestBodies checks the document's request bodies
+// against what the server takes: a voucher's "shards", payment window and
+// limit per buyer; an order's quantity; a payment.
+func TestOpenAPIDescribesRequestBodies(t *testing.T) {
 	doc := loadOpenAPI(t)
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	voucher := func(more string) string {
+		return `{"title":"x","stock":100,"begin_time":"2026-01-01T00:00:00Z","end_time":"2036-01-01T00:00:00Z"` + more + `}`
+	}
 	for _, tt := range []struct {
-		shards string
-		valid  bool
-	}{{"", true}, {`,"shards":1`, true}, {`,"shards":64`, true}, {`,"shards":0`, false}, {`,"shards":65`, false}} {
-		body := `{"title":"x","stock":100,"begin_time":"2026-01-01T00:00:00Z","end_time":"2036-01-01T00:00:00Z"` + tt.shards + `}`
-		req, err := http.NewRequest("POST", "http://127.0.0.1/api/vouchers", strings.NewReader(body))
+		path, body string
+		valid      bool
+	}{
+		{"/api/vouchers", voucher(""), true},
+		{"/api/vouchers", voucher(`,"shards":1`), true},
+		{"/api/vouchers", voucher(`,"shards":64`), true},
+		{"/api/vouchers", voucher(`,"shards":0`), false},
+		{"/api/vouchers", voucher(`,"shards":65`), false},
+		{"/api/vouchers", voucher(`,"payment_window_seconds":0,"limit_per_buyer":1`), true},
+		{"/api/vouchers", voucher(`,"payment_window_seconds":86400,"limit_per_buyer":100`), true},
+		{"/api/vouchers", voucher(`,"payment_window_seconds":86401`), false},
+		{"/api/vouchers", voucher(`,"payment_window_seconds":-1`), false},
+		{"/api/vouchers", voucher(`,"limit_per_buyer":0`), false},
+		{"/api/vouchers", voucher(`,"limit_per_buyer":101`), false},
+		{"/api/vouchers/1/orders", `{}`, true},
+		{"/api/vouchers/1/orders", `{"quantity":1}`, true},
+		{"/api/vouchers/1/orders", `{"quantity":100}`, true},
+		{"/api/vouchers/1/orders", `{"quantity":0}`, false},
+		{"/api/vouchers/1/orders", `{"quantity":101}`, false},
+		{"/api/vouchers/1/orders", `{"quantity":null}`, false},
+		{"/api/vouchers/1/orders", `{"quantity":"2"}`, false},
+		{"/api/vouchers/1/orders", `{"quantity":1.5}`, false},
+		{"/api/vouchers/1/orders", `{"user_id":"9"}`, false},
+		{"/api/payments", `{"payment_id":"p","order_id":"7","amount":500}`, true},
+		{"/api/payments", `{"payment_id":"p","order_id":7,"amount":0}`, true},
+		{"/api/payments", `{"payment_id":"p","order_id":"007","amount":500}`, false},
+		{"/api/payments", `{"payment_id":"","order_id":"7","amount":500}`, false},
+		{"/api/payments", `{"payment_id":"p","order_id":"7"}`, false},
+		{"/api/payments", `{"payment_id":"p","order_id":"7","amount":-1}`, false},
+		{"/api/payments", `{"payment_id":"p","order_id":"7","amount":1,"status":"paid"}`, false},
+	} {
+		req, err := http.NewRequest("POST", "http://127.0.0.1"+tt.path, strings.NewReader(tt.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +291,63 @@ func TestOpenAPIDescribesShards(t *testing.T) {
 		in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
 			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
 		if err := openapi3filter.ValidateRequest(context.Background(), in); (err == nil) != tt.valid {
-			t.Errorf("body %s: validation error %v; want valid %v", body, err, tt.valid)
+			t.Errorf("POST %s %s: validation error %v; want valid %v", tt.path, tt.body, err, tt.valid)
 		}
+	}
+}
+
+// TestOpenAPIMatchesOrderLife checks real answers of the order routes
+// with quantities, payment windows, cancels and the payment webhook
+// against the document.
+func TestOpenAPIMatchesOrderLife(t *testing.T) {
+	api := newTestAPI(t, apiOptions{})
+	router, err := legacy.NewRouter(loadOpenAPI(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vid := api.createSale(5, `"payment_window_seconds":600,"limit_per_buyer":2,"pay_value":100`)
+	final := api.createSale(5, "")
+	alice, bob := api.userToken(1), api.userToken(2)
+	paid, cancelled := api.order(alice, vid, `{"quantity":2}`), api.order(bob, vid, "")
+	created, unpaid := api.order(bob, final, ""), api.order(api.userToken(4), vid, "")
+	payment := func(order, id string, amount int) string {
+		return fmt.Sprintf(`{"payment_id":%q,"order_id":%q,"amount":%d}`, id, order, amount)
+	}
+	signed := func(body string) http.Header {
+		return http.Header{httpapi.SignatureHeader: {httpapi.Sign([]byte(paymentSecret), []byte(body), time.Now())}}
+	}
+	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
+	keyed := bearer(api.userToken(3))
+	keyed.Set("Idempotency-Key", "k")
+	tests := []struct {
+		name, method, path string
+		header             http.Header
+		body               string
+		status             int
+	}{
+		{"voucher", "GET", "/api/vouchers/" + vid, nil, "", 200},
+		{"order awaiting payment", "GET", "/api/orders/" + paid.OrderID, bearer(alice), "", 200},
+		{"order with a key", "POST", "/api/vouchers/" + vid + "/orders", keyed, `{"quantity":1}`, 200},
+		{"limit reached", "POST", "/api/vouchers/" + vid + "/orders", bearer(alice), "", 409},
+		{"bad quantity", "POST", "/api/vouchers/" + vid + "/orders", bearer(alice), `{"quantity":null}`, 400},
+		{"cancel", "POST", "/api/orders/" + cancelled.OrderID + "/cancel", bearer(bob), "", 200},
+		{"cancel another's", "POST", "/api/orders/" + paid.OrderID + "/cancel", bearer(bob), "", 404},
+		{"cancel final", "POST", "/api/orders/" + created.OrderID + "/cancel", bearer(bob), "", 409},
+		{"pay", "POST", "/api/payments", signed(payment(paid.OrderID, "p1", 200)), payment(paid.OrderID, "p1", 200), 200},
+		{"paid order", "GET", "/api/orders/" + paid.OrderID, bearer(alice), "", 200},
+		{"pay again", "POST", "/api/payments", signed(payment(paid.OrderID, "p2", 200)), payment(paid.OrderID, "p2", 200), 409},
+		{"pay a cancelled order", "POST", "/api/payments", signed(payment(cancelled.OrderID, "p3", 100)), payment(cancelled.OrderID, "p3", 100), 409},
+		{"wrong amount", "POST", "/api/payments", signed(payment(unpaid.OrderID, "p4", 1)), payment(unpaid.OrderID, "p4", 1), 400},
+		{"bad signature", "POST", "/api/payments", signed("another body"), payment(paid.OrderID, "p5", 200), 401},
+		{"unknown order", "POST", "/api/payments", signed(payment("42", "p6", 200)), payment("42", "p6", 200), 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, body := api.send(tt.method, tt.path, tt.header, strings.NewReader(tt.body))
+			if res.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", res.StatusCode, tt.status, body)
+			}
+			validateResponse(t, router, res, body)
+		})
 	}
 }
