@@ -297,8 +297,9 @@ func freeAddr(t *testing.T) string {
 // TestConsumeMetrics runs an async instance without its consumer, takes 6
 // orders, then runs `flashsale consume --metrics-addr` and scrapes it: the
 // consumer's counters show the 6 orders persisted, the batches are
-// measured, pprof is served, no order series is (consume takes none), and
-// the listener goes away with the consumer.
+// measured, its expirer's counters are there, pprof is served, no order
+// series is (consume takes none), and the listener goes away with the
+// consumer.
 func TestConsumeMetrics(t *testing.T) {
 	_, prefix := testenv.Redis(t)
 	servers := []string{"--redis", "redis://" + testenv.RedisAddr() + "/0", "--redis-prefix", prefix, "--db", testenv.MySQLURL(t)}
@@ -336,8 +337,13 @@ func TestConsumeMetrics(t *testing.T) {
 		!regexp.MustCompile(`(?m)^flashsale_async_batches_total [1-9]`).MatchString(scrape) {
 		t.Errorf("consume's scrape has no batch persisted:\n%s", scrape)
 	}
-	if strings.Contains(scrape, "flashsale_orders_total{") {
-		t.Errorf("consume, which takes no orders, exports order series:\n%s", scrape)
+	if strings.Contains(scrape, "flashsale_orders_total{") || strings.Contains(scrape, "flashsale_payments_total{") {
+		t.Errorf("consume, which takes no orders, exports order or payment series:\n%s", scrape)
+	}
+	for _, expirer := range []string{"flashsale_orders_expired_total 0", "flashsale_returned_units_total 0", "flashsale_order_expiry_lag_seconds_count 0"} {
+		if !strings.Contains(scrape, "\n"+expirer+"\n") {
+			t.Errorf("consume's scrape lacks its expirer's %s:\n%s", expirer, scrape)
+		}
 	}
 	if res, err := http.Get("http://" + addr + "/debug/pprof/"); err != nil || res.StatusCode != http.StatusOK {
 		t.Errorf("pprof on consume's --metrics-addr: %v %v", res, err)
