@@ -401,3 +401,22 @@ func atOnce(n int, f func(i int)) {
 	close(start)
 	wg.Wait()
 }
+
+// TestVoucherOrdersCountsOrders: a voucher's "orders" counts the orders
+// holding stock, not their units, whatever the strategy (async's from
+// its gate while the voucher is loaded in Redis).
+func TestVoucherOrdersCountsOrders(t *testing.T) {
+	for _, name := range []string{"conditional", "async"} {
+		t.Run(name, func(t *testing.T) {
+			api := newTestAPI(t, apiOptions{strategy: name})
+			vid := api.createSale(10, `"limit_per_buyer":3`)
+			api.order(api.userToken(1), vid, `{"quantity":3}`)
+			api.order(api.userToken(2), vid, `{"quantity":2}`)
+			var v struct{ Remaining, Orders int }
+			api.do("GET", "/api/vouchers/"+vid, "", "", &v)
+			if v.Remaining != 5 || v.Orders != 2 {
+				t.Fatalf("voucher %+v; want 5 left and 2 orders (of 5 units)", v)
+			}
+		})
+	}
+}

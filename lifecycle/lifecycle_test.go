@@ -138,3 +138,23 @@ func TestExpirersOnSeveralInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsCountReplaysOnce: the same cancel or payment again answers the
+// same and does nothing, so Stats does not count it again (metrics'
+// flashsale_returned_units_total reads Returned).
+func TestStatsCountReplaysOnce(t *testing.T) {
+	db := openDB(t, testenv.MySQLURL(t))
+	orders := sell(t, db, 2, time.Now().Add(time.Hour))
+	s := lifecycle.New(db, lifecycle.Config{})
+	for range 2 {
+		if _, err := s.CancelOrder(t.Context(), orders[0].ID, orders[0].UserID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.PayOrder(t.Context(), flashsale.Payment{ID: "p", OrderID: orders[1].ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Cancelled != 1 || st.Returned != 1 || st.Paid != 1 {
+		t.Errorf("Stats = %+v after one cancel and one payment, each sent twice; want 1 cancelled, 1 returned, 1 paid", st)
+	}
+}

@@ -149,6 +149,7 @@ func TestLifecycleMetrics(t *testing.T) {
 		{"flashsale_cancels_total", map[string]string{"outcome": "order_closed"}, 0},
 		{"flashsale_order_expiry_lag_seconds", nil, 1},
 		{"flashsale_orders_expired_total", nil, 1},
+		{"flashsale_returned_units_total", nil, 3}, // a cancel sent again returns nothing
 		{"flashsale_returns_swept_total", nil, 0},
 		{"flashsale_voucher_orders_by_status", map[string]string{"voucher": "1", "status": "paid"}, 1},
 		{"flashsale_voucher_orders_by_status", map[string]string{"voucher": "1", "status": "awaiting_payment"}, 1},
