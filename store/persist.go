@@ -302,10 +302,5 @@ func (tx *Tx) takeStock(ctx context.Context, voucherID int64, n int) error {
 	return short
 }
 
-// placeholder returns the i-th placeholder of a list: "?" or ", ?".
-func placeholder(i int) string {
-	if i == 0 {
-		return "?"
-	}
 	return ", ?"
 }
