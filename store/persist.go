@@ -301,6 +301,3 @@ func (tx *Tx) takeStock(ctx context.Context, voucherID int64, n int) error {
 	}
 	return short
 }
-
-	return ", ?"
-}
