@@ -23,6 +23,10 @@ type fleets struct {
 	b             *backends
 	logDir        string
 	secret, admin string
+	// paymentFile holds paymentSecret, the instances' payment webhook
+	// secret, when the sale has a payment window (benchrules.go).
+	paymentFile   string
+	paymentSecret []byte
 }
 
 // fleet is one strategy's running instances.
@@ -97,6 +101,9 @@ func (fl *fleets) serveArgs(run string) []string {
 	var locks []string
 	if strategy == "stocklock" {
 		locks = fl.cfg.locks.args(lockKind)
+	}
+	if fl.paymentFile != "" {
+		locks = append(locks, "--payment-secret-file", fl.paymentFile)
 	}
 	return append(locks,
 		"--addr", "127.0.0.1:0",
