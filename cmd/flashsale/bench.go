@@ -207,7 +207,9 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 			"otherwise in this process, sharing its embedded backends) or loads running ones (--target), creates a fresh " +
 			"voucher, sends --requests order attempts of --users buyers (some double clicks), audits MySQL and Redis " +
 			"(oversold, duplicate buyers, lost orders, undersold stock, stock drift), measures the same requests on " +
-			"GET /healthz, closed loop, as the ceiling, and prints one row per strategy. Exits non-zero when requests got no usable answer " +
+			"GET /healthz, closed loop, as the ceiling, and prints one row per strategy. With --payment-window the buyers pay, cancel or " +
+			"abandon their orders and keep trying until every unit is paid, and a second table says what became of the orders (paid, " +
+			"cancelled, expired, returned, resold, paid after close). Exits non-zero when requests got no usable answer " +
 			"or a run could not be completed; a strategy that oversells is what the table is for, not a failure.\n\n" +
 			"Against running servers, give their strategy (the row's label), JWT secret, admin token, Redis, key prefix and database:\n\n" +
 			targetExample,
