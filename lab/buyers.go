@@ -33,7 +33,6 @@ type buyers struct {
 	ctx         context.Context // the sale's: a think time outlives the Load's
 	client      *http.Client
 	targets     []string
-	voucherID   int64
 	token       func(user int64) string
 	secret      []byte
 	price       int64

@@ -146,7 +146,7 @@ func (s *Sale) sell(ctx context.Context, client *http.Client, voucherID int64, s
 	}
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	b := &buyers{ctx: bctx, client: client, targets: s.Targets, voucherID: voucherID, token: token, secret: s.PaymentSecret,
+	b := &buyers{ctx: bctx, client: client, targets: s.Targets, token: token, secret: s.PaymentSecret,
 		price: labPrice, window: s.PaymentWindow, pay: s.PayRatio, cancel: s.CancelRatio,
 		rng: rand.New(rand.NewPCG(s.Seed, uint64(voucherID))), acted: map[int64]bool{}, holders: map[int64]bool{},
 		out: Lifecycle{Refused: map[string]int{}}}
