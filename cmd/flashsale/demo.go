@@ -86,8 +86,8 @@ func demo(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    %s \\\n    %s\n", strings.Join(strategies(), ","), realBenchLoad(cfg), realBenchServers)
 	if l := cfg.then; l != nil {
 		say(stdout, "and with a payment window:")
-		fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    --stock %d --users %d --payment-window %s --pay-ratio %g --cancel-ratio %g \\\n    %s\n",
-			l.strategies, l.stock, l.users, l.rules.window, l.rules.pay, l.rules.cancel, realBenchServers)
+		fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    --instances %d --stock %d --users %d --payment-window %s --pay-ratio %g --cancel-ratio %g \\\n    %s\n",
+			l.strategies, max(l.instances, 3), l.stock, l.users, l.rules.window, l.rules.pay, l.rules.cancel, realBenchServers)
 	}
 	return err
 }

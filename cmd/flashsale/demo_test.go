@@ -104,7 +104,7 @@ func checkLifecycleDemo(t *testing.T, rep *lab.Report, words string) {
 		}
 	}
 	for _, want := range []string{"Then, with a payment window: stock 10", "returned resold", "async: 10 of 10 units paid in",
-		"--payment-window 2s --pay-ratio 0.8 --cancel-ratio 0.1"} {
+		"--instances 3 --stock 10 --users 60 --payment-window 2s --pay-ratio 0.8 --cancel-ratio 0.1"} {
 		if !strings.Contains(words, want) {
 			t.Errorf("the demo's output lacks %q", want)
 		}
