@@ -15,6 +15,13 @@ import (
 // caller retries in smaller batches to find the orders that fit.
 var ErrStockShort = errors.New("flashsale: stock short")
 
+// ErrUnknownVoucher is wrapped by a persister when a batch's voucher is not
+// in the system of record at all. Nothing of the batch is stored. It is a
+// configuration error, not the orders' fault: the consumer reads a Redis
+// prefix that belongs to another database (or the voucher's row was
+// deleted by hand), so the orders must wait for the right database.
+var ErrUnknownVoucher = errors.New("flashsale: voucher not in the system of record")
+
 // Outcome is what persisting (or, synchronously, selling) did with one
 // order of a batch.
 type Outcome uint8

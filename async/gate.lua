@@ -8,7 +8,8 @@
 --         given: units given back by reconciliation; returned: units of
 --         closed orders put back; loaded: when load.lua wrote it, µs;
 --         limit: units per buyer, absent 1; window: payment window, µs,
---         absent 0)
+--         absent 0; orders: with a limit above 1, the live orders — with
+--         a limit of 1 they are the buyers)
 -- KEYS[2] buyers hash (user id -> "<units>:<latest order id>"; a value
 --         without ":" is the older form, one unit)
 -- KEYS[3] orders stream
@@ -113,6 +114,9 @@ local function decide(user, order, q, key)
     return {6, units}
   end
   redis.call('HINCRBY', KEYS[1], 'stock', -q)
+  if limit > 1 then
+    redis.call('HINCRBY', KEYS[1], 'orders', 1)
+  end
   redis.call('HSET', KEYS[2], user, (units + q) .. ':' .. order)
   stock = stock - q
   local fields = {'o', order, 'u', user}

@@ -8,11 +8,13 @@
 -- every order while meta is missing, so nobody buys from a half-loaded
 -- voucher.
 --
--- KEYS[1] meta hash, KEYS[2] buyers hash, KEYS[3] orders stream
+-- KEYS[1] meta hash, KEYS[2] buyers hash, KEYS[3] orders stream,
+-- KEYS[4] keyed hash, KEYS[5] returned hash
 -- ARGV[1] remaining stock in MySQL, ARGV[2] initial stock,
 -- ARGV[3] begin, ARGV[4] end (µs since 1970), ARGV[5] consumer group,
 -- ARGV[6] limit per buyer, ARGV[7] payment window (µs, 0 for none),
--- ARGV[8..] ids of orders in the stream that MySQL's snapshot holds
+-- ARGV[8] MySQL's live orders on these keys, ARGV[9..] ids of orders in
+-- the stream that MySQL's snapshot holds
 --
 -- Returns 1 when it loaded the voucher, 0 when it was loaded already.
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -43,9 +45,10 @@ local function older(a, b)
 end
 
 local persisted = {}
-for i = 8, #ARGV do
+for i = 9, #ARGV do
   persisted[ARGV[i]] = true
 end
+local orders = tonumber(ARGV[8])
 -- Orders accepted but not persisted yet are in the stream, not in MySQL:
 -- their buyers hold stock too.
 local stock = tonumber(ARGV[1])
@@ -66,6 +69,7 @@ for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do
     if not latest or older(latest, order) then
       redis.call('HSET', KEYS[2], user, (units + q) .. ':' .. order)
       stock = stock - q
+      orders = orders + 1
     end
   end
 end
@@ -87,6 +91,12 @@ end
 local t = redis.call('TIME')
 -- A string: Redis would write a large Lua number in exponent notation.
 local loaded = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+-- The keyed and returned hashes exist from the start, with a field no
+-- order takes: on Redis Cluster a script whose keys are partly missing
+-- while its slot migrates gets TRYAGAIN, and the gate's script takes the
+-- keyed hash whether a request has a key or not.
+redis.call('HSETNX', KEYS[4], '-', '')
+redis.call('HSETNX', KEYS[5], '-', '0')
 redis.call('HSET', KEYS[1], 'stock', stock, 'initial', ARGV[2], 'begin', ARGV[3], 'end', ARGV[4], 'loaded', loaded,
-  'limit', ARGV[6], 'window', ARGV[7])
+  'limit', ARGV[6], 'window', ARGV[7], 'orders', orders)
 return 1

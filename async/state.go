@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -90,4 +92,41 @@ func VoucherBacklog(ctx context.Context, client rueidis.Client, prefix, group st
 		sum += b
 	}
 	return sum, nil
+}
+
+// Consumers returns the names of the consumers in the group (DefaultGroup
+// when empty) of the voucher's streams, over its shards, sorted: every
+// process that has read its orders since, and a "released-by-<name>" for
+// each that handed orders back because its database lacks the voucher.
+// A voucher not loaded has none.
+func Consumers(ctx context.Context, client rueidis.Client, prefix, group string, voucherID int64) ([]string, error) {
+	keys := layout.New(prefix)
+	n, err := layout.ShardCount(ctx, client, keys, voucherID)
+	if err != nil {
+		return nil, fmt.Errorf("async: consumers of voucher %d: %w", voucherID, err)
+	}
+	var names []string
+	for _, vk := range keys.Shards(voucherID, n) {
+		infos, err := client.Do(ctx, client.B().XinfoConsumers().Key(vk.Orders).Group(cmp.Or(group, DefaultGroup)).Build()).ToArray()
+		if re, ok := rueidis.IsRedisErr(err); ok && (strings.Contains(re.Error(), "no such key") || strings.HasPrefix(re.Error(), "NOGROUP")) {
+			continue // not loaded
+		}
+		if err != nil {
+			return nil, fmt.Errorf("async: consumers of voucher %d: %w", voucherID, err)
+		}
+		for _, info := range infos {
+			m, err := info.AsMap()
+			if err != nil {
+				return nil, fmt.Errorf("async: consumers of voucher %d: %w", voucherID, err)
+			}
+			field := m["name"]
+			name, err := field.ToString()
+			if err != nil {
+				return nil, fmt.Errorf("async: consumers of voucher %d: %w", voucherID, err)
+			}
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }

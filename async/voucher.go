@@ -86,7 +86,7 @@ func (s *Service) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher
 		return nil, unavailable(fmt.Sprintf("find voucher %d", id), err)
 	}
 	if snap.Loaded {
-		v.Remaining, v.Orders = snap.Stock, snap.Held
+		v.Remaining, v.Orders = snap.Stock, snap.Orders
 		return &v, nil
 	}
 	return s.db.FindVoucher(ctx, id)
@@ -117,7 +117,7 @@ func (s *Service) FindVouchers(ctx context.Context, before int64, limit int) ([]
 			}
 		}
 		if snap.Loaded {
-			v.Remaining, v.Orders = snap.Stock, snap.Held
+			v.Remaining, v.Orders = snap.Stock, snap.Orders
 		}
 	}
 	return vs, nil
@@ -223,9 +223,9 @@ func (s *Service) loadKeys(ctx context.Context, vk layout.VoucherKeys, v *flashs
 	}
 	window := int64(v.PaymentWindow() / time.Microsecond)
 	args := []string{strconv.Itoa(remaining), strconv.Itoa(initial), layout.Micros(v.BeginTime), layout.Micros(v.EndTime), s.cfg.Group,
-		strconv.Itoa(v.BuyerLimit()), strconv.FormatInt(window, 10)}
+		strconv.Itoa(v.BuyerLimit()), strconv.FormatInt(window, 10), strconv.Itoa(len(persisted))}
 	args = append(args, s.streamPersisted(ctx, vk, persisted)...)
-	return loadScript.Exec(ctx, s.client, []string{vk.Meta, vk.Buyers, vk.Orders}, args).Error()
+	return loadScript.Exec(ctx, s.client, []string{vk.Meta, vk.Buyers, vk.Orders, vk.Keyed, vk.Returned}, args).Error()
 }
 
 // snapshotRecords returns, from a snapshot's orders, the buyers hash's

@@ -50,17 +50,16 @@ type grant struct {
 	inForce bool      // no nbf, or one passed (without the leeway)
 }
 
-// verify checks token's signature, times at now and subject. A token with
-// the header UserToken writes (byte for byte) is checked here, its
-// HMAC-SHA256 compared before anything of its claims is read, so that
-// header is never parsed and its alg cannot be swapped. Any other header
-// goes to golang-jwt, which takes HS256 however the header is spelled
-// (another issuer's "kid", key order) and no other alg: the two paths
-// accept the same tokens with the same claims and messages
-// (TestUserVerifies, FuzzVerifyPathsAgree), except that a forged token is
-// only ever "not valid" here, where golang-jwt may first name a fault of
-// its claims.
+// verify checks token's signature, times at now and subject: a token with
+// the header UserToken writes here, any other through golang-jwt (HS256
+// only). Both paths accept the same tokens with the same claims and
+// messages (TestUserVerifies, FuzzVerifyPathsAgree).
 func (a *Authenticator) verify(token string, now time.Time) (grant, error) {
+	// Our own header (byte for byte) is never parsed, and its alg cannot
+	// be swapped: the HMAC-SHA256 is compared before any claim is read.
+	// golang-jwt takes HS256 however the header is spelled (another
+	// issuer's "kid", key order); where a token is forged it may first
+	// name a fault of its claims, where this path only says "not valid".
 	header, rest, _ := strings.Cut(token, ".")
 	if header != issuedHeader || len(token) > maxFastToken {
 		return a.verifyLibrary(token, now)

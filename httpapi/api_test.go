@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/idgen"
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/lifecycle"
 	"github.com/flashsale/flashsale/lock"
 	"github.com/flashsale/flashsale/ratelimit"
 	"github.com/flashsale/flashsale/store"
@@ -110,19 +112,24 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 // services returns the strategy's services; async runs its consumer until
 // the test ends.
 func services(t testing.TB, o apiOptions, rc rueidis.Client, prefix string, db *store.DB, ids *idgen.Generator, locks *lock.Client) (flashsale.VoucherService, flashsale.OrderService) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	if o.strategy == "async" {
-		svc, err := async.NewService(rc, db, async.Config{Prefix: prefix + "a:", OrderIDs: ids, Durability: o.durability})
+		cfg := async.Config{Prefix: prefix + "a:", OrderIDs: ids, Durability: o.durability}
+		cfg.Lifecycle = lifecycle.New(db, lifecycle.Config{Restocker: async.Returns(rc, cfg)})
+		svc, err := async.NewService(rc, db, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := consume.New(rc, db, consume.Config{Prefix: prefix + "a:", Block: 100 * time.Millisecond, Refresh: 100 * time.Millisecond})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = c.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		wg.Go(func() { _ = c.Run(ctx) })
+		wg.Go(func() { _ = cfg.Lifecycle.Run(ctx, lifecycle.ExpirerConfig{}) })
 		return svc, svc
 	}
-	orders, err := strategy.New(o.strategy, strategy.Config{DB: db, IDs: ids, Locks: locks, LockWait: o.lockWait})
+	life := lifecycle.New(db, lifecycle.Config{})
+	wg.Go(func() { _ = life.Run(ctx, lifecycle.ExpirerConfig{}) })
+	orders, err := strategy.New(o.strategy, strategy.Config{DB: db, IDs: ids, Locks: locks, LockWait: o.lockWait, Lifecycle: life})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,11 @@ func BenchmarkHotVoucher(b *testing.B) {
 // rounds (healthz, then the next attempts), so a burst of other work on a
 // shared machine weighs on both alike.
 func benchOrders(b *testing.B, api *testAPI, stock, users int) {
-	vid := api.createVoucher(max(stock, 1))
+	benchOrdersOn(b, api, api.createVoucher(max(stock, 1)), users)
+}
+
+// benchOrdersOn is benchOrders on the voucher vid.
+func benchOrdersOn(b *testing.B, api *testAPI, vid string, users int) {
 	tokens := make([]string, max(users, 1))
 	for i := range tokens {
 		tokens[i] = api.userToken(int64(i + 1))

@@ -163,6 +163,17 @@ func (a *Auditor) readRedis(ctx context.Context, voucherID int64) (async.State, 
 	return st, nil
 }
 
+// Consumers returns the names of the consumers that read the voucher's
+// orders (its consumer group, over its shards); none for a voucher not in
+// Redis.
+func (a *Auditor) Consumers(ctx context.Context, voucherID int64) ([]string, error) {
+	names, err := async.Consumers(ctx, a.redis, a.prefix, "", voucherID)
+	if err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	return names, nil
+}
+
 // Drain waits until the async pipeline has persisted every order Redis
 // accepted for the voucher: MySQL holds the units of every order Redis
 // recorded except the dead-lettered ones. It gives up after timeout with

@@ -37,4 +37,8 @@ var (
 	// ErrSetup is wrapped when a sale could not be set up (the voucher
 	// could not be created, tokens could not be minted).
 	ErrSetup = errors.New("lab: setup failed")
+	// ErrForeignConsumer is wrapped when a consumer the lab did not start
+	// read the sale's orders: another deployment runs on the lab's Redis
+	// prefix. The run stops there; its audit would not be the lab's.
+	ErrForeignConsumer = errors.New("lab: a consumer the lab did not start read the sale's orders")
 )

@@ -118,6 +118,9 @@ func (p *Process) Stop(timeout time.Duration) error {
 	return fmt.Errorf("server %s did not stop within %s after SIGTERM and was killed (log %s)", p.URL, timeout, p.Log)
 }
 
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
 // Kill ends the process at once (SIGKILL: no drain, no goodbye — a crash)
 // and waits until it is gone.
 func (p *Process) Kill() {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,12 @@ type Sale struct {
 	Auth       *auth.Authenticator
 	// Auditor reads the database and Redis the servers use.
 	Auditor *Auditor
+	// Consumers names the async consumers the caller started for the
+	// targets (their --consumer-name). When set, a consumer of another
+	// name in the voucher's consumer group stops the run with
+	// ErrForeignConsumer; nil: not checked (running servers' consumers
+	// are not known).
+	Consumers []string
 
 	Stock int
 	// Shards splits the async voucher's stock over Redis slots (0 or 1:
@@ -102,6 +109,9 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 		return row, err
 	}
 	row.setLoad(res)
+	if err := s.checkConsumers(ctx, row.VoucherID); err != nil {
+		return row, err // before the drain waits for what a foreign consumer holds
+	}
 	if res.Errors > 0 {
 		// Before the drain waits for what a dead server cannot persist,
 		// and before the calibration: are the targets still there?
@@ -118,6 +128,24 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 		return row, err
 	}
 	return row, errors.Join(drained, transportError("the sale", res), buyersErr, calErr)
+}
+
+// checkConsumers returns an error wrapping ErrForeignConsumer when a
+// consumer not in s.Consumers read the voucher's orders.
+func (s *Sale) checkConsumers(ctx context.Context, voucherID int64) error {
+	if s.Consumers == nil {
+		return nil
+	}
+	names, err := s.Auditor.Consumers(ctx, voucherID)
+	if err != nil {
+		return err
+	}
+	foreign := slices.DeleteFunc(names, func(n string) bool { return slices.Contains(s.Consumers, n) })
+	if len(foreign) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s read voucher %d's orders (the lab's are %s): another deployment runs on the Redis prefix %q; give the lab a --redis-prefix of its own",
+		ErrForeignConsumer, strings.Join(foreign, ", "), voucherID, strings.Join(s.Consumers, ", "), s.Auditor.prefix)
 }
 
 // validate checks what a sale needs before it starts.
@@ -181,6 +209,9 @@ func (s *Sale) audit(ctx context.Context, row *Row, res *Result, b *buyers) (dra
 	drained = wait(ctx, row.VoucherID, timeout)
 	if drained != nil && !errors.Is(drained, ErrNotDrained) {
 		return nil, nil, drained
+	}
+	if err := s.checkConsumers(ctx, row.VoucherID); err != nil {
+		return nil, nil, err // joined meanwhile
 	}
 	ev, err := s.Auditor.collect(ctx, row.VoucherID, res, paid)
 	if err != nil {

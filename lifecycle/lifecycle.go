@@ -20,8 +20,11 @@ import (
 // so it happens once however many instances try, and leaves the units it
 // gave back marked pending until MarkReturned.
 type Store interface {
-	PayOrder(ctx context.Context, p flashsale.Payment, now time.Time) (*flashsale.Order, error)
-	CancelOrder(ctx context.Context, id, userID int64, now time.Time) (*flashsale.Order, error)
+	// PayOrder and CancelOrder report whether they changed the order:
+	// the same payment or cancel again answers the same and changes
+	// nothing.
+	PayOrder(ctx context.Context, p flashsale.Payment, now time.Time) (o *flashsale.Order, changed bool, err error)
+	CancelOrder(ctx context.Context, id, userID int64, now time.Time) (o *flashsale.Order, changed bool, err error)
 	ExpireDue(ctx context.Context, now time.Time, max int) ([]*flashsale.Order, error)
 	NextDue(ctx context.Context) (time.Time, error)
 	PendingReturns(ctx context.Context, before time.Time, max int) ([]*flashsale.Order, error)
@@ -72,9 +75,11 @@ func New(db Store, cfg Config) *Service {
 // returns ENotFound for another user's order, EAlreadyPaid, or
 // EOrderClosed (expired, or final without a payment step).
 func (s *Service) CancelOrder(ctx context.Context, id, userID int64) (*flashsale.Order, error) {
-	o, err := s.db.CancelOrder(ctx, id, userID, s.now())
-	if err != nil {
-		return nil, err
+	o, changed, err := s.db.CancelOrder(ctx, id, userID, s.now())
+	if err != nil || !changed {
+		// A cancel sent again finishes nothing: a return its first left
+		// pending is the sweep's.
+		return o, err
 	}
 	s.stats.cancelled.Add(1)
 	s.finish(ctx, []*flashsale.Order{o})
@@ -86,8 +91,8 @@ func (s *Service) CancelOrder(ctx context.Context, id, userID int64) (*flashsale
 // EAlreadyPaid (another payment paid it), EOrderClosed (cancelled, expired
 // or final: the provider refunds) or EInvalid (a wrong amount).
 func (s *Service) PayOrder(ctx context.Context, p flashsale.Payment) (*flashsale.Order, error) {
-	o, err := s.db.PayOrder(ctx, p, s.now())
-	if err == nil {
+	o, changed, err := s.db.PayOrder(ctx, p, s.now())
+	if changed {
 		s.stats.paid.Add(1)
 	}
 	return o, err

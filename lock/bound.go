@@ -2,58 +2,34 @@ package lock
 
 import (
 	"context"
-	"reflect"
 	"slices"
 	"time"
 
 	"github.com/redis/rueidis"
 )
 
-// How long a call waits for Redis once its context has ended.
-//
-// rueidis cannot unsend a command, and retries a retryable one for as long
-// as its context lasts while the server is down; a script whose reply is
-// lost may still run later, when the server comes back (SIGSTOP, a full
-// socket buffer). So a call cannot both return the moment its context ends
-// and know what its scripts did. It waits replyGrace more for the reply of
-// a script sent before the end (on a live Redis it comes meanwhile, and
-// its outcome is taken as usual), then gives up; the cleanup that follows
-// (a cancel, a release) is waited for replyGrace too, and goes on in the
-// background for at most cleanupTimeout. Whatever an abandoned script
-// leaves behind expires, as a dead process's would: a grant with its lease
-// (or WithHandoffLease for a pushed one), a queue entry with its queue or
-// its check-in deadline, a release that did not run with the lease it
-// stopped renewing. A blocking call thus returns at most 2 × replyGrace
-// after its context ends, whatever Redis does; calls on one handle
-// (Unlock, Extend, Reenter) are serialised, so one may first wait for
-// another that was made with a longer context.
-//
-// The bound is ours, not the rueidis client's: it needs no option on the
-// client (ConnWriteTimeout, DisableRetry, a retry handler), which the
-// caller shares with the rest of its program and may have set otherwise.
-// rueidis retries a retryable script until its context ends and ignores
-// the context while it dials (see await), so the script's context is made
-// to end replyGrace after ctx (sendContext) and the call stops waiting
-// for rueidis then (await).
+// How long a call waits for Redis once its context has ended: a script
+// sent before the end is waited for replyGrace more, then given up; the
+// cleanup that follows is waited for replyGrace too, and goes on in the
+// background for at most cleanupTimeout. Nothing is sent once the context
+// has ended. See DESIGN.md, "Contexts and a silent Redis".
 const (
 	replyGrace     = 100 * time.Millisecond
 	cleanupTimeout = time.Second
 )
 
 // sendContext returns the context a script is sent with, and a function
-// the caller must call when done with it: it is ctx's values, without
-// ctx's cancellation until replyGrace after ctx ends, and without a
-// deadline (see noDeadline). Calls with the same ctx may share it (see
-// graceCtx).
-func sendContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx.Done() == nil {
-		return ctx, func() {}
+// the caller must call when done with it: ctx's values, ending replyGrace
+// after ctx, with no deadline (see noDeadline). A ctx that has ended
+// already is returned as it is: Client.call sends nothing with it.
+func (c *Client) sendContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Done() == nil || ctx.Err() != nil {
+		return ctx, noop
 	}
-	if reflect.TypeOf(ctx).Kind() == reflect.Pointer { // comparable without a panic
-		return sharedGrace(ctx)
-	}
-	return ownGrace(ctx)
+	return c.sharedGrace(ctx)
 }
+
+func noop() {}
 
 // ownGrace is sendContext's context for one call.
 func ownGrace(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -64,8 +40,11 @@ func ownGrace(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // sendBefore is sendContext, ended at deadline at the latest.
 func sendBefore(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
-	if ctx.Done() == nil {
+	switch {
+	case ctx.Done() == nil:
 		return within(ctx, deadline)
+	case ctx.Err() != nil:
+		return ctx, noop
 	}
 	sctx, cancel := ownGrace(ctx) // a cancelCtx: within registers with it, with no goroutine
 	dctx, stop := within(sctx, deadline)
@@ -139,13 +118,21 @@ func (g gate) await() {
 // execScript is s.Exec(ctx, c.rc, keys, args), but returns ctx's error as
 // soon as ctx ends (see Client.call).
 func execScript(ctx context.Context, s *rueidis.Lua, c *Client, keys, args []string) rueidis.RedisResult {
-	if c.health.enter(ctx) {
+	direct := c.health.enter(ctx)
+	if direct {
 		// No closure: keys and args, which a closure would capture, stay
 		// on the caller's stack.
-		return c.health.leave(s.Exec(ctx, c.rc, keys, args))
+		r := c.health.leave(s.Exec(ctx, c.rc, keys, args))
+		if !notSent(ctx, r) {
+			return r
+		}
 	}
 	k, a := slices.Clone(keys), slices.Clone(args)
-	return c.call(ctx, func(ctx context.Context) rueidis.RedisResult { return s.Exec(ctx, c.rc, k, a) })
+	f := func(ctx context.Context) rueidis.RedisResult { return s.Exec(ctx, c.rc, k, a) }
+	if direct {
+		return c.send(ctx, f) // once more, as Client.call does
+	}
+	return c.call(ctx, f)
 }
 
 // do is c.rc.Do(ctx, cmd), but returns ctx's error as soon as ctx ends
@@ -154,15 +141,18 @@ func do(ctx context.Context, c *Client, cmd rueidis.Completed) rueidis.RedisResu
 	return c.call(ctx, func(ctx context.Context) rueidis.RedisResult { return c.rc.Do(ctx, cmd) })
 }
 
-// await returns f(), or fail(ctx.Err()) as soon as ctx ends. rueidis
-// honours ctx while a command waits in a pipeline, but not while it dials
-// and greets a new connection for it (for up to its Dialer's timeout, 5s
-// by default, against a stopped server), or waits for another caller who
-// does. f goes on alone then; rueidis sends nothing for a ctx that has
-// ended.
+// await returns f(), or fail(ctx.Err()) as soon as ctx ends; if ctx has
+// ended already, f is not run. rueidis honours ctx while a command waits
+// in a pipeline, but not while it dials and greets a new connection for
+// it (for up to its Dialer's timeout, 5s by default, against a stopped
+// server), or waits for another caller who does. f goes on alone then;
+// rueidis sends nothing for a ctx that has ended.
 func await[T any](ctx context.Context, f func() T, fail func(error) T) T {
 	if ctx.Done() == nil {
 		return f()
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
 	}
 	res := make(chan T, 1)
 	go func() { res <- f() }()

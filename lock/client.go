@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale/internal/redispin"
@@ -46,8 +47,9 @@ type Client struct {
 	spare   []*line            // empty lines for reuse
 	closed  bool
 
-	stats  stats  // stats.go; atomic, outside mu
-	health health // direct.go; atomic, outside mu
+	stats     stats                    // stats.go; atomic, outside mu
+	health    health                   // direct.go; atomic, outside mu
+	lastGrace atomic.Pointer[graceCtx] // grace.go: the graceCtx made last
 
 	// defaults is what Mutex starts from, with its script arguments.
 	defaults struct {
@@ -134,6 +136,7 @@ func New(rc rueidis.Client, opts ...Option) *Client {
 		stopped:       make(chan struct{}),
 	}
 	c.health.off = rc.Mode() == rueidis.ClientModeCluster
+	c.health.epoch = time.Now()
 	c.defaults.cfg = mutexConfig{lease: 10 * time.Second, watchdog: true, fenceRetention: 24 * time.Hour}
 	c.defaults.leaseArg = ms(c.defaults.cfg.lease)
 	c.defaults.settingsArg = c.settingsArg(c.defaults.cfg.fenceRetention)

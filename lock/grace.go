@@ -7,14 +7,11 @@ import (
 )
 
 // graceCtx is sendContext's context: parent's values, done replyGrace
-// after parent, with no deadline (see noDeadline). One is shared by the
-// calls made with the same parent while it is the last one made
-// (lastGrace): registering a context.AfterFunc with the parent for every
-// call takes the parent's mutex twice, which the goroutines of a pool or
-// a server that share one context contend on. Calls with contexts of their
-// own (a request's) make one each, as context.WithCancel would. The last
-// one keeps its parent (and its values) reachable until the next call with
-// another context.
+// after parent, with no deadline (see noDeadline). The calls of a Client
+// made with the same parent share one while it is the Client's last
+// (Client.lastGrace): a context.AfterFunc per call would take the parent's
+// mutex twice, which the goroutines of a pool or a server that share one
+// context contend on.
 type graceCtx struct {
 	context.Context // WithoutCancel(parent): the values only
 	parent          context.Context
@@ -30,9 +27,6 @@ type graceCtx struct {
 
 var _ context.Context = (*graceCtx)(nil)
 
-// lastGrace is the graceCtx made last.
-var lastGrace atomic.Pointer[graceCtx]
-
 func (*graceCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 func (g *graceCtx) Done() <-chan struct{} { return g.done }
@@ -47,19 +41,30 @@ func (g *graceCtx) Err() error {
 }
 
 // sharedGrace returns the graceCtx of parent, which must have a Done
-// channel, and the function the caller calls when done with it.
-func sharedGrace(parent context.Context) (context.Context, func()) {
-	if g := lastGrace.Load(); g != nil && g.parent == parent && g.enter() {
+// channel, and the function the caller calls when done with it. Calls
+// with contexts of their own (a request's) make one each, as
+// context.WithCancel would; the last one keeps its parent (and its values)
+// reachable until the Client's next call with another context.
+func (c *Client) sharedGrace(parent context.Context) (context.Context, func()) {
+	if g := c.lastGrace.Load(); g != nil && sameContext(g.parent, parent) && g.enter() {
 		return g, g.release
 	}
 	g := &graceCtx{Context: context.WithoutCancel(parent), parent: parent, done: make(chan struct{})}
 	g.release = g.leave
 	g.users.Store(1)
 	g.stop = context.AfterFunc(parent, func() { time.AfterFunc(replyGrace, g.end) })
-	if old := lastGrace.Swap(g); old != nil {
+	if old := c.lastGrace.Swap(g); old != nil {
 		old.evict()
 	}
 	return g, g.release
+}
+
+// sameContext reports whether a and b are one context. Comparing two
+// interfaces panics if both hold the same uncomparable type: such
+// contexts are never shared.
+func sameContext(a, b context.Context) (same bool) {
+	defer func() { _ = recover() }()
+	return a == b
 }
 
 // enter counts a call in, unless g was evicted.

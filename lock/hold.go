@@ -71,10 +71,10 @@ func (h *hold) Lost() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lost == nil {
-		if h.state == lost {
-			return closedChan
-		}
 		h.lost = make(chan struct{})
+		if h.state == lost { // lost before anyone asked: endLocked did not close it
+			close(h.lost)
+		}
 	}
 	return h.lost
 }
@@ -100,9 +100,7 @@ func (h *hold) Context() context.Context {
 
 // Extend sets the remaining lease to d; with a watchdog, later renewals use
 // d too. It returns ErrNotHeld if the hold expired or was released. It
-// waits for Redis while the current lease is known to last (or a third of
-// the lease if that is longer) and ctx lasts, and replyGrace after ctx
-// ends; then it returns an error (ctx.Err() if ctx is done).
+// waits for Redis as Lock.Extend does.
 func (h *hold) Extend(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -39,9 +39,6 @@ const (
 
 type ctxKey struct{}
 
-// closedChan is what Lost returns for a lock lost before anyone asked.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
 // Name returns the name of the lock.
 func (l *Lock) Name() string { return l.m.name }
 
@@ -51,17 +48,11 @@ func (l *Lock) Name() string { return l.m.name }
 func (l *Lock) Token() string { return l.token }
 
 // Fence returns the fencing token of this acquisition. Tokens of one lock
-// name strictly increase in the order the lock is held (re-entries share
-// their acquisition's token); they are not consecutive. A resource that
-// remembers the highest token it has accepted can refuse a holder whose
-// lease ran out while it was paused, and whose lock is now someone else's:
-//
-//	UPDATE t SET v = ?, fence = ? WHERE id = ? AND fence < ?
-//
-// run with (v, l.Fence(), id, l.Fence()) changes no row for such a stale
-// holder. Tokens never go backwards, also after the fence retention
-// (WithFenceRetention) made Redis forget the last one, unless the Redis
-// clock does.
+// name strictly increase in the order the lock is held, also after the
+// fence retention (WithFenceRetention), unless the Redis clock goes back;
+// they are not consecutive, and re-entries share their acquisition's. A
+// resource that refuses tokens below the highest it has accepted refuses
+// a holder whose lease ran out (see the example).
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Lost returns a channel closed when the lock is lost while held: a renewal
@@ -73,10 +64,10 @@ func (l *Lock) Lost() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lost == nil {
-		if l.state == lost {
-			return closedChan
-		}
 		l.lost = make(chan struct{})
+		if l.state == lost { // lost before anyone asked: finishLocked did not close it
+			close(l.lost)
+		}
 	}
 	return l.lost
 }
@@ -117,7 +108,7 @@ func (l *Lock) Reenter(ctx context.Context) error {
 	l.mu.Lock()
 	before, unsure := l.holds, l.unsure
 	l.mu.Unlock()
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := l.m.client.sendContext(ctx)
 	n, err := execScript(sctx, reenterScript, l.m.client, l.m.keyList[:1], []string{l.t.token}).AsInt64()
 	cancel()
 	if err != nil && !unsure {
@@ -175,14 +166,13 @@ func (l *Lock) recount(ctx context.Context, want int64, err error) (int64, error
 	return 0, err
 }
 
-// Extend sets the lock's remaining lease to d. With a watchdog, later
-// renewals use d as the lease too, until the lock is handed on. It returns
-// ErrNotHeld if the lock expired or is someone else's. It waits for Redis
-// while the current lease is known to last (or a third of the lease if
-// that is longer) and ctx lasts, and replyGrace after ctx ends (see
-// Mutex.Lock): if Redis does not answer by then, it returns an error
-// (ctx.Err() if ctx is done), and Lost is closed once the lease is over,
-// unless a watchdog renewal gets through first.
+// Extend sets the lock's remaining lease to d; with a watchdog, later
+// renewals use d too, until the lock is handed on. It returns ErrNotHeld
+// if the lock expired or is someone else's. It waits for Redis while the
+// current lease is known to last (at least a third of the lease) and ctx
+// lasts (see the package doc, Contexts); if Redis does not answer by then
+// it returns an error, and Lost is closed once the lease is over unless a
+// watchdog renewal gets through first.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -48,17 +48,12 @@ func (mc *MultiClient) Mutex(name string, opts ...MutexOption) *MultiMutex {
 // Name returns the name of the lock.
 func (mm *MultiMutex) Name() string { return mm.name }
 
-// Lock obtains the lock on every master, one after the other in the
-// MultiClient's order, waiting for each as Mutex.Lock does (pushed grants,
-// no polling). If any part fails — ctx ends, a master cannot be reached, a
-// part is lost before the last one is held — the parts already held are
-// released and Lock returns the error, leaving nothing held. A part lost
-// while Lock waits for a later one makes Lock start over. A master that
-// does not answer at all holds Lock up until ctx ends (as Mutex.Lock,
-// which returns soon after): give ctx a deadline.
-//
-// A MultiMutex is not reentrant: Lock with the Context of a held MultiLock
-// of the same name waits for it (until ctx ends).
+// Lock obtains the lock on every master, in the MultiClient's order,
+// waiting for each as Mutex.Lock does. If a part fails (ctx ends, a master
+// cannot be reached), the parts held are released and Lock returns the
+// error, holding nothing; a part lost before the last is held makes Lock
+// start over. It is not reentrant: with the Context of a held MultiLock
+// of the same name it waits until ctx ends.
 func (mm *MultiMutex) Lock(ctx context.Context) (*MultiLock, error) {
 	for {
 		parts, err := mm.acquire(ctx, (*Mutex).Lock)

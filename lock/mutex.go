@@ -93,22 +93,11 @@ func (m *Mutex) tryLock(ctx context.Context) (*Lock, error) {
 	return m.take(ctx, nil, token, g), nil
 }
 
-// Lock obtains the lock, waiting until it is free or ctx is done, in which
-// case it returns ctx.Err(): within 200ms (twice replyGrace) of ctx's end,
-// even if Redis is dead or stopped. A script sent before ctx ended is
-// waited for 100ms more; then it is given up, and what it may still do in
-// Redis is undone (a cancel) or expires: a grant with the lease, a queue
-// entry with its queue or, once handed the lock, WithHandoffLease. So
-// another Client gets the lock at most a lease after Redis is back.
-// Without a deadline or cancellation, ctx lets Lock wait for Redis for
-// ever. Waiters are served in
-// turns: Clients in the order they queued in Redis, and the goroutines of
-// one Client in the order they called Lock (see the package doc). A release
-// hands the lock directly to the next waiter, which learns it from one
-// push, from its own Client's release, or, within its Client's turn, from
-// the holder before it, with no Redis call. If ctx carries a held Lock of
-// this mutex (see Lock.Context), Lock re-enters it and returns the same
-// handle.
+// Lock obtains the lock, waiting until it is free or ctx is done; then it
+// returns ctx.Err(), within 200ms of ctx's end whatever Redis does (see
+// the package doc, Contexts). Waiters are served in turns (Fairness). If
+// ctx carries a held Lock of this mutex (see Lock.Context), Lock re-enters
+// it and returns the same handle.
 func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 	l, err := m.lock(ctx)
 	if err != nil || m.cfg.replicas == 0 {
@@ -161,10 +150,6 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 			}
 			// The late grant's lease ran out, or Redis did not say: the
 			// check below finds out, and queues w again if need be.
-			if err := ctx.Err(); err != nil {
-				m.leave(ctx, w)
-				return nil, err
-			}
 		case <-w.recheck:
 		case <-t.C:
 		case <-ctx.Done():
@@ -173,6 +158,10 @@ func (m *Mutex) wait(ctx context.Context, w *waiter) (*Lock, error) {
 		case <-c.ctx.Done():
 			m.leave(ctx, w)
 			return nil, ErrClosed
+		}
+		if err := ctx.Err(); err != nil { // ended as a grant, the timer or a recheck came
+			m.leave(ctx, w)
+			return nil, err
 		}
 		t.Reset(c.fallback())
 		if !c.isRep(w) {
@@ -216,7 +205,7 @@ func (m *Mutex) fresh(ctx context.Context, token string, g *grant) bool {
 // by g is still token's under g's fence, and sets the mutex's lease on it.
 // On success g's lease estimate is replaced by the one just set.
 func (m *Mutex) confirm(ctx context.Context, token string, g *grant) bool {
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := m.client.sendContext(ctx)
 	defer cancel()
 	sent := time.Now()
 	args := []string{token, m.leaseArg, strconv.FormatInt(g.fence, 10)}

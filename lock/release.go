@@ -7,17 +7,12 @@ import (
 )
 
 // Unlock drops one hold; the last one passes the lock to the next waiter.
-// It returns ErrNotHeld, and changes nothing, if the lock was lost or is
-// someone else's, or this handle was released already. If ctx is done
-// already, Unlock returns ctx.Err() and changes nothing; once a call to
-// Redis is sent it waits for the answer while ctx lasts and 100ms after
-// (see Mutex.Lock), then returns ctx.Err(). If Redis cannot be reached,
-// Unlock returns an error and the hold stays: call Unlock again. A last
-// hold whose release failed is no longer renewed, and expires with its
-// lease unless Unlock is called again. A release whose reply was lost is
-// checked in Redis before Unlock returns the error: if it ran, Unlock
-// returns nil, so calling Unlock again after an error does not drop a
-// second hold (unless that release was still on its way when checked).
+// It returns ErrNotHeld, changing nothing, if the lock was lost or this
+// handle released already, and ctx.Err() as the package doc says. On
+// another error the hold stays: call Unlock again. That does not drop a
+// second hold for a release that ran but whose reply was lost, unless it
+// was still on its way. A last hold whose release failed is no longer
+// renewed: it expires with its lease unless Unlock is called again.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // nothing changed: renewals go on
@@ -83,7 +78,7 @@ func (l *Lock) runRelease(ctx context.Context, p unlockPlan) releaseReply {
 	if n := p.next; n != nil {
 		args = append(args, n.token, n.m.leaseArg, strconv.Itoa(n.block), flag(p.successor == successorContinues))
 	}
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := l.m.client.sendContext(ctx)
 	defer cancel()
 	sent := time.Now()
 	v, err := execScript(sctx, releaseScript, l.m.client, l.m.keys(), args).ToMessage()

@@ -15,24 +15,13 @@ import (
 // held then.
 var ErrNotReplicated = errors.New("lock: not confirmed by enough replicas")
 
-// WithReplicas makes the lock survive a failover of its Redis primary
-// (Sentinel, or a Cluster shard): Lock and TryLock return only once n
-// replicas have acknowledged the acquisition, waiting at most timeout
-// (Redis WAIT), and watchdog renewals and Extend count only once n
-// replicas have acknowledged them. A promoted replica then has the lock
-// and its fencing tokens for as long as the holder believes it holds it.
-//
-// If the replicas do not acknowledge an acquisition in time, Lock releases
-// it and returns ErrNotReplicated. A renewal they do not acknowledge is
-// retried like one Redis did not answer: if none is acknowledged before the
-// lease the replicas are known to have runs out, the lock is lost (Lost,
-// Context). Every acquisition, also one handed over within the Client,
-// costs one more round trip, and WAIT's time.
-//
-// Replication being asynchronous, WAIT does not make Redis strongly
-// consistent: a failover may still promote a replica that did not
-// acknowledge, if fewer than n replicas remain. Pick n so that every
-// replica that may be promoted is counted (for one replica, n = 1).
+// WithReplicas makes Lock and TryLock return only once n replicas have
+// acknowledged the acquisition (Redis WAIT, at most timeout), or else
+// release it and return ErrNotReplicated; watchdog renewals and Extend
+// count only once acknowledged, so a lock whose renewals stay
+// unacknowledged is lost when the acknowledged lease ends. Each
+// acquisition costs a round trip and WAIT's time. WAIT does not make
+// replication synchronous: count in n every replica a failover may promote.
 func WithReplicas(n int, timeout time.Duration) MutexOption {
 	return func(c *mutexConfig) { c.replicas, c.replicaTimeout = n, max(timeout, time.Millisecond) }
 }
@@ -53,16 +42,8 @@ func (m *Mutex) confirmReplicas(ctx context.Context, l *Lock) (*Lock, error) {
 }
 
 // replicate returns nil once m.cfg.replicas replicas have acknowledged
-// every write Redis executed before it was called.
-//
-// WAIT counts the acknowledgements of the writes of its own connection
-// only, and on a connection that wrote nothing it waits for nothing. The
-// acquisition may have been written by another connection, even another
-// Client's (a pushed grant), so replicate writes a key under the lock's
-// hash tag and sends WAIT behind it, on one dedicated connection (rueidis
-// sends WAIT, a blocking command, on a pooled connection of its own, not
-// after the SET on the shared pipeline). Redis replicates in the order it
-// executes: a replica that has the SET has the acquisition too.
+// every write Redis executed before it was called (see DESIGN.md,
+// "Confirming on replicas").
 func (m *Mutex) replicate(ctx context.Context) error {
 	n, timeout := m.cfg.replicas, m.cfg.replicaTimeout
 	ctx, cancel := sendBefore(ctx, time.Now().Add(timeout+2*time.Second))

@@ -11,16 +11,10 @@ import (
 var ErrUpgrade = errors.New("lock: write lock asked for under a read lock of the same RWMutex")
 
 // RWMutex is a named distributed readers-writer lock: many readers or one
-// writer. It is fair: waiters are served in the order they queued in
-// Redis, and a reader that arrives while a writer waits queues behind it,
-// so a stream of readers cannot starve a writer. Each acquisition has its
-// own owner token, lease and watchdog (as Mutex: WithWatchdog, default 10s,
-// or WithLease), so a dead holder's hold ends with its lease; write
-// acquisitions take fencing tokens from a per-name counter.
-//
+// writer. Each acquisition (RWLock) has its own owner token, lease and
+// watchdog, Lost and Context, as a Mutex's Lock; write locks are fenced.
 // Get one from Client.RWMutex; it is safe for concurrent use and holds no
-// state in Redis until locked. Its keys (<prefix>{N}:rw, :rw:x, :rw:q,
-// :rw:a, :rw:f, :rw:n) are apart from Mutex N's.
+// state in Redis until locked.
 type RWMutex struct{ s sharedLock }
 
 // RWLock is one acquisition of an RWMutex, read or write: the handle its

@@ -114,7 +114,7 @@ type budget struct {
 // sendContext): its reply says whether the caller holds the lock or is
 // queued, and a caller that gives up without it cleans up after it.
 func (m *Mutex) runQueue(ctx context.Context, s *rueidis.Lua, token string, wait bool, block int) (g grant, ok bool, err error) {
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := m.client.sendContext(ctx)
 	defer cancel()
 	sent := time.Now()
 	v, err := execScript(sctx, s, m.client, m.keys(), m.queueArgs(token, wait, block)).ToMessage()

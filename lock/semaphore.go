@@ -13,18 +13,11 @@ import (
 var ErrPermits = errors.New("lock: a semaphore needs at least 1 permit")
 
 // Semaphore is a named distributed counting semaphore: at most its number
-// of permits are held at once, each acquired and released by its own
-// handle (Permit) with its own owner token, lease and watchdog (as Mutex:
-// WithWatchdog, default 10s, or WithLease), so a dead holder's permit comes
-// back when its lease ends. Waiters are served in the order they queued in
-// Redis and woken by a push.
-//
-// The number of permits lives in Redis: the first acquisition of a name
-// sets it to the number the Semaphore was made with, and SetPermits
-// changes it; later Semaphores of the name use the number in Redis. Get one
-// from Client.Semaphore; it is safe for concurrent use. Its keys are
-// <prefix>{N}:sem, :sem:x, :sem:q, :sem:a, :sem:f and :sem:n (the number
-// of permits, kept until deleted).
+// of permits are held at once, each by a Permit with its own owner token,
+// lease and watchdog, Lost and Context. The number lives in Redis: the
+// first acquisition of a name sets it to the one the Semaphore was made
+// with, SetPermits changes it. Get one from Client.Semaphore; it is safe
+// for concurrent use.
 type Semaphore struct{ s sharedLock }
 
 // Permit is one acquired permit of a Semaphore. It is safe for concurrent
@@ -71,7 +64,7 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 		return fmt.Errorf("%w: SetPermits(%d) on semaphore %q", ErrPermits, n, s.s.name)
 	}
 	args := []string{"", s.s.settings, s.s.leaseArg, sharedHold, "0", strconv.Itoa(n)}
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := s.s.client.sendContext(ctx)
 	defer cancel()
 	if err := execScript(sctx, sharedPermitsScript, s.s.client, s.s.keys, args).Error(); err != nil {
 		return opError(ctx, "set permits", s.s.name, err)

@@ -9,18 +9,9 @@ import (
 )
 
 // sharedLock is the engine of RWMutex and Semaphore: a name whose holders
-// share its permits in Redis. A shared hold (a reader, a semaphore permit)
-// takes one permit, an exclusive hold (a writer) takes them all; an RWMutex
-// has no limit on permits, a Semaphore the number set in Redis.
-//
-// Unlike Mutex there are no turns: every hold is granted in Redis under its
-// own token, with its own lease renewed by its own watchdog (hold.go).
-// Waiters queue in Redis one by one, in arrival order, and are served
-// strictly in that order by the script that makes room for them, which
-// pushes the grant to their Client's channel in the format of Mutex's
-// grants; so they are Client.waiters like Mutex's (with a nil Mutex), woken
-// by the same subscriber, and re-check after a resubscribe or a jittered
-// fallback delay. The scripts are scripts/shared_*.lua.
+// share its permits in Redis, a shared hold taking one and an exclusive
+// hold all (see DESIGN.md, "RWMutex and Semaphore"). Its waiters are
+// Client.waiters with a nil Mutex, woken by the same subscriber.
 type sharedLock struct {
 	client   *Client
 	name     string
@@ -74,7 +65,7 @@ func (c *Client) newShared(name, kind string, permits int, opts []MutexOption) s
 // run runs script for token with lease (ms) and the kind of hold, and
 // decodes a grant (ok) or 0. The grant's sent is when the script was sent.
 func (s *sharedLock) run(ctx context.Context, script *rueidis.Lua, token, kind, lease string, wait bool) (g grant, ok bool, err error) {
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := s.client.sendContext(ctx)
 	defer cancel()
 	sent := time.Now()
 	args := []string{token, s.settings, lease, kind, flag(wait), s.permits}
@@ -143,6 +134,10 @@ func (s *sharedLock) wait(ctx context.Context, w *waiter, kind string) (*hold, e
 			s.giveUp(ctx, w, w.token, kind)
 			return nil, ErrClosed
 		}
+		if err := ctx.Err(); err != nil { // ended as a grant, the timer or a recheck came
+			s.giveUp(ctx, w, w.token, kind)
+			return nil, err
+		}
 		t.Reset(c.fallback())
 		g, ok, err := s.run(ctx, sharedAcquireScript, w.token, kind, s.leaseArg, true)
 		if err == nil && ok {
@@ -164,7 +159,7 @@ func (s *sharedLock) fresh(ctx context.Context, token, kind string, g *grant) bo
 	if leaseLeft(time.Now(), g.sent.Add(g.ttl), g.ttl) {
 		return true
 	}
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := s.client.sendContext(ctx)
 	defer cancel()
 	sent := time.Now()
 	ok, err := s.renew(sctx, token, kind, s.cfg.lease)
@@ -186,7 +181,7 @@ func (s *sharedLock) renew(ctx context.Context, token, kind string, d time.Durat
 // whether it held.
 func (s *sharedLock) release(ctx context.Context, token, kind string) (bool, error) {
 	args := []string{token, s.settings, s.leaseArg, kind, "0", s.permits}
-	sctx, cancel := sendContext(ctx)
+	sctx, cancel := s.client.sendContext(ctx)
 	defer cancel()
 	n, err := execScript(sctx, sharedReleaseScript, s.client, s.keys, args).AsInt64()
 	return n == 1, err

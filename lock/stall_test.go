@@ -260,3 +260,74 @@ func warmUp(e *stallEnv, acquire func(*Client, context.Context) (func(context.Co
 		e.t.Fatal(err)
 	}
 }
+
+// TestQueuedWaitersReturnWithinTheBound queues waiters on a held Mutex, a
+// write-held RWMutex and a full Semaphore, each checking every millisecond
+// or two (WithFallback), and stops Redis before their contexts end, so
+// that a check is in flight and the fallback timer due as each context
+// ends. Each waiter must return within 2 × replyGrace of its context's
+// end, as the package doc promises. Timers only add delay, so a call that
+// waits one grace too many returns 3 × replyGrace after the end or later:
+// the test fails from there, and leaves the time between to the scheduler
+// (up to 70ms seen under -race, three copies at once, load 9 on 2 cores).
+func TestQueuedWaitersReturnWithinTheBound(t *testing.T) {
+	s := testenv.StartRedis(t)
+	prefix := "bound:" + testenv.Unique() + ":"
+	client := func() (*Client, rueidis.Client) {
+		rc := s.Client(t)
+		c := New(rc, WithPrefix(prefix), WithFallback(time.Millisecond, 2*time.Millisecond))
+		t.Cleanup(func() { c.Close() })
+		return c, rc
+	}
+	holder, rc := client()
+	mustLock(t, context.Background(), holder.Mutex("m"))
+	if _, err := holder.RWMutex("rw").Lock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Semaphore("sem", 1).Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	const perKind = 4
+	deadline := time.Now().Add(time.Second)
+	type result struct {
+		call string
+		late time.Duration // after the context's end
+		err  error
+	}
+	results := make(chan result, 3*perKind)
+	wait := func(call string, acquire func(context.Context) error) {
+		go func() {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+			err := acquire(ctx)
+			results <- result{call, time.Since(deadline), err}
+		}()
+	}
+	for range perKind {
+		c, _ := client() // a Client each: every Mutex waiter checks in Redis
+		wait("Mutex.Lock", func(ctx context.Context) error { _, err := c.Mutex("m").Lock(ctx); return err })
+		wait("RWMutex.RLock", func(ctx context.Context) error { _, err := c.RWMutex("rw").RLock(ctx); return err })
+		wait("Semaphore.Acquire", func(ctx context.Context) error { _, err := c.Semaphore("sem", 1).Acquire(ctx); return err })
+	}
+	for queued(t, rc, holder.Mutex("m")) < perKind {
+		time.Sleep(2 * time.Millisecond)
+	}
+	waitSharedQueued(t, rc, &holder.RWMutex("rw").s, perKind)
+	waitSharedQueued(t, rc, &holder.Semaphore("sem", 1).s, perKind)
+	s.Pause()
+	t.Cleanup(s.Resume) // before the Clients close
+	if time.Now().After(deadline.Add(-100 * time.Millisecond)) {
+		t.Fatal("the waiters were queued too late: Redis stopped less than 100ms before their deadline")
+	}
+	for range 3 * perKind {
+		r := <-results
+		if !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Errorf("%s = %v, want the context's error", r.call, r.err)
+		}
+		if r.late >= 3*replyGrace {
+			t.Errorf("%s returned %v after its context ended, want at most %v", r.call, r.late, 2*replyGrace)
+		}
+		t.Logf("%s returned %v after its context ended", r.call, r.late)
+	}
+}

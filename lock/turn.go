@@ -7,18 +7,9 @@ import (
 )
 
 // A turn is a stretch of time during which this Client holds a lock in
-// Redis under one owner token: the token of the acquisition Redis granted
-// it to (by acquire, check, a push or a release reply). While the turn
-// lasts, the lock passes from goroutine to goroutine of this Client without
-// a Redis call (a local handoff, see handoff.go); each new holder takes
-// the next fencing token of the block the turn reserved, and keeps its own
-// random token for its handle. Redis knows only the turn's token, with the
-// current holder's hold count; the watchdog renews the turn's lease, for
-// whichever goroutine holds it.
-//
-// A turn ends with a release through Redis, which hands the lock to the
-// next Client in the queue (or to a waiter of this one), or when its lease
-// is lost.
+// Redis under one owner token, the lock passing between its goroutines
+// without a Redis call (see DESIGN.md, "Turns"). It ends with a release
+// through Redis, or when its lease is lost.
 type turn struct {
 	first   Lock   // the handle of the acquisition that began the turn
 	m       *Mutex // the mutex of the acquisition that began the turn

@@ -230,39 +230,58 @@ func wantLostTurnGoesThroughRedis(t *testing.T, holder *Lock, waiter <-chan *Loc
 
 // TestDeletedLockEndsTheTurn deletes the lock key under a holder with a
 // local waiter; another Client takes the lock. Once its renewal has found
-// the loss, the holder must not hand the lock to its waiter.
+// the loss, the holder must not hand the lock to its waiter. The watchdog
+// is paused until the other Client holds the lock: a renewal that found
+// the loss before would let the waiter take the free lock first.
 func TestDeletedLockEndsTheTurn(t *testing.T) {
 	c, rc, prefix := newTestClient(t, WithTurnDuration(time.Minute))
 	ctx := timeout(t, 20*time.Second)
 	m := c.Mutex("a", WithWatchdog(300*time.Millisecond))
+	otherMutex := sibling(t, prefix).Mutex("a")
 	holder, waiter := turnWithWaiter(t, ctx, c, m)
+	resume := pauseWatchdog(holder)
 	if err := rc.Do(ctx, rc.B().Del().Key(m.keyList[0]).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	other, err := sibling(t, prefix).Mutex("a").TryLock(ctx)
+	other, err := otherMutex.TryLock(ctx)
 	if err != nil {
 		t.Fatalf("TryLock after the key was deleted: %v", err)
 	}
+	resume(true)
 	wantLostTurnGoesThroughRedis(t, holder, waiter, other)
 }
 
-// TestPausedHolderDoesNotHandOnLocally pauses a holder's watchdog (as a
-// process paused by GC or the scheduler would be) until its lease is gone
-// and another Client holds the lock. Its Unlock, with a waiter in line,
-// must find out in Redis and hand nothing on.
+// pauseWatchdog stops the renewals of l's turn, as a process paused by GC
+// or the scheduler would, until resume; resume(true) makes the next
+// renewal due at once.
+func pauseWatchdog(l *Lock) (resume func(renewNow bool)) {
+	c := l.m.client
+	l.t.renewMu.lock() // a renewal cannot start while renewMu is held
+	c.mu.Lock()
+	l.t.timer.Stop()
+	c.mu.Unlock()
+	return func(renewNow bool) {
+		l.t.renewMu.unlock()
+		if renewNow {
+			c.mu.Lock()
+			l.t.timer.Reset(0)
+			c.mu.Unlock()
+		}
+	}
+}
+
+// TestPausedHolderDoesNotHandOnLocally pauses a holder's watchdog until
+// its lease is gone and another Client holds the lock. Its Unlock, with a
+// waiter in line, must find out in Redis and hand nothing on.
 func TestPausedHolderDoesNotHandOnLocally(t *testing.T) {
 	// A turn long enough that only the lease can stop the local handoff.
 	c, _, prefix := newTestClient(t, WithTurnDuration(time.Minute))
 	ctx := timeout(t, 20*time.Second)
 	m := c.Mutex("a", WithWatchdog(300*time.Millisecond))
 	holder, waiter := turnWithWaiter(t, ctx, c, m)
-	// Pause the watchdog: a renewal cannot start while renewMu is held.
-	holder.t.renewMu.lock()
-	c.mu.Lock()
-	holder.t.timer.Stop()
-	c.mu.Unlock()
+	resume := pauseWatchdog(holder)
 	other := mustLock(t, ctx, sibling(t, prefix).Mutex("a")) // once the lease ran out
-	holder.t.renewMu.unlock()
+	resume(false)
 
 	if err := holder.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Unlock of the paused holder = %v, want ErrNotHeld", err)

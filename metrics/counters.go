@@ -18,9 +18,11 @@ func (m *Metrics) WatchConsumer(c *consume.Consumer) {
 		{"flashsale_async_persist_retries_total", "Failed attempts to persist a batch, retried."},
 		{"flashsale_async_batches_total", "Transactions that persisted a batch."},
 		{"flashsale_async_entries_lost_total", "Pending stream entries deleted before they were persisted."},
+		{"flashsale_async_entries_claimed_dead_total", "Stream entries taken over from consumers whose heartbeat had stopped (they died)."},
+		{"flashsale_async_unknown_voucher_total", "Batches left pending because this consumer's database has no such voucher: a configuration error (another database's Redis prefix)."},
 	}, func() []uint64 {
 		s := c.Stats()
-		return []uint64{s.Persisted, s.AlreadyPresent, s.Claimed, s.DeadLettered, s.Retries, s.Batches, s.Lost}
+		return []uint64{s.Persisted, s.AlreadyPresent, s.Claimed, s.DeadLettered, s.Retries, s.Batches, s.Lost, s.ClaimedDead, s.UnknownVoucher}
 	}))
 }
 

@@ -53,15 +53,14 @@ func (db *DB) SellBatch(ctx context.Context, voucherID int64, orders []flashsale
 
 // sellBatch runs one attempt of SellBatch inside tx, stamping the orders
 // it stores with t.
-//
-// The voucher's row is locked first, so the batches of one voucher, from
-// every process, run one after another: the remaining stock read under the
-// lock stays true until commit, and the lookup of the buyers' orders, whose
-// snapshot starts after the lock is granted, sees every batch committed
-// before. A writer that inserts orders without that lock (the async
-// consumer) is caught by the insert: a row it ignores fails the attempt
-// with errRaced.
 func (tx *Tx) sellBatch(ctx context.Context, dialect string, voucherID int64, orders []flashsale.Order, t time.Time) ([]flashsale.Outcome, error) {
+	// The voucher's row is locked first, so the batches of one voucher,
+	// from every process, run one after another: the remaining stock read
+	// under the lock stays true until commit, and the buyers' units, read
+	// after the lock is granted, count every batch committed before. A
+	// writer that inserts orders without that lock (the async consumer) is
+	// caught by the insert (a row it ignores fails the attempt with
+	// errRaced) or by buyer_units' CHECK.
 	left, err := tx.lockRemaining(ctx, dialect, voucherID)
 	if err != nil {
 		return nil, err

@@ -23,49 +23,48 @@ import (
 // commit, and PendingReturns finds what a crash left undone.
 
 // PayOrder marks the order paid by p at now. It returns the order, paid (by
-// p now, or by p before: the same payment again gets the same answer), or
+// p now, or by p before: the same payment again gets the same answer, and
+// changed is false), or
 // ENotFound, EAlreadyPaid (paid by another payment), EOrderClosed
 // (cancelled, expired, past its pay_by, failed, or created without a
 // payment step), or EInvalid (an amount other than the voucher's pay_value
 // times the quantity, or a payment id that paid another order).
-func (db *DB) PayOrder(ctx context.Context, p flashsale.Payment, now time.Time) (*flashsale.Order, error) {
-	var o *flashsale.Order
-	err := db.txRetrying(ctx, func(tx *Tx) error {
-		var err error
-		o, err = tx.payOrder(ctx, p, now)
+func (db *DB) PayOrder(ctx context.Context, p flashsale.Payment, now time.Time) (o *flashsale.Order, changed bool, err error) {
+	err = db.txRetrying(ctx, func(tx *Tx) error {
+		o, changed, err = tx.payOrder(ctx, p, now)
 		return err
 	})
-	return o, err
+	return o, changed, err
 }
 
-func (tx *Tx) payOrder(ctx context.Context, p flashsale.Payment, now time.Time) (*flashsale.Order, error) {
+func (tx *Tx) payOrder(ctx context.Context, p flashsale.Payment, now time.Time) (*flashsale.Order, bool, error) {
 	o, err := tx.lockOrder(ctx, p.OrderID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if o.Status == flashsale.StatusPaid && o.PaymentID == p.ID {
-		return o, nil
+		return o, false, nil
 	}
 	if err := payable(o, now); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	price, err := tx.payValue(ctx, o.VoucherID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if want := price * int64(o.Units()); p.Amount != want {
-		return nil, flashsale.Errorf(flashsale.EInvalid, "amount %d does not match the order's price, %d", p.Amount, want)
+		return nil, false, flashsale.Errorf(flashsale.EInvalid, "amount %d does not match the order's price, %d", p.Amount, want)
 	}
 	t := now.UTC().Truncate(flashsale.TimePrecision)
 	_, err = tx.w.ExecContext(ctx, "UPDATE orders SET status = 'paid', payment_id = ?, updated_at = ? WHERE id = ?", p.ID, dbTime(t), o.ID)
 	if isDuplicate(err) {
-		return nil, fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EInvalid, "payment %q paid another order", p.ID), err)
+		return nil, false, fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EInvalid, "payment %q paid another order", p.ID), err)
 	}
 	if err != nil {
-		return nil, wrap(fmt.Sprintf("pay order %d", o.ID), err)
+		return nil, false, wrap(fmt.Sprintf("pay order %d", o.ID), err)
 	}
 	o.Status, o.PaymentID, o.UpdatedAt = flashsale.StatusPaid, p.ID, t
-	return o, nil
+	return o, true, nil
 }
 
 // payable returns nil when an order may be paid or cancelled at now, and
@@ -86,14 +85,13 @@ func payable(o *flashsale.Order, now time.Time) error {
 }
 
 // CancelOrder cancels the user's order at now and gives its units back. It
-// returns the order, cancelled (now or before: the same cancel again gets
-// the same answer), or ENotFound (no such order, or another user's),
+// returns the order, cancelled (now, or before: the same cancel again gets
+// the same answer, and changed is false), or ENotFound (no such order, or another user's),
 // EAlreadyPaid, or EOrderClosed (expired, past its pay_by, failed, or
 // created without a payment step).
-func (db *DB) CancelOrder(ctx context.Context, id, userID int64, now time.Time) (*flashsale.Order, error) {
-	var o *flashsale.Order
-	err := db.txRetrying(ctx, func(tx *Tx) error {
-		var err error
+func (db *DB) CancelOrder(ctx context.Context, id, userID int64, now time.Time) (o *flashsale.Order, changed bool, err error) {
+	err = db.txRetrying(ctx, func(tx *Tx) error {
+		changed = false
 		if o, err = tx.lockOrder(ctx, id); err != nil {
 			return err
 		}
@@ -106,12 +104,13 @@ func (db *DB) CancelOrder(ctx context.Context, id, userID int64, now time.Time) 
 		if err := payable(o, now); err != nil {
 			return err
 		}
+		changed = true
 		return tx.close(ctx, []*flashsale.Order{o}, flashsale.StatusCancelled, now)
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return o, nil
+	return o, changed, nil
 }
 
 // ExpireDue expires up to max orders whose pay_by is at or before now,
@@ -196,6 +195,12 @@ func (tx *Tx) giveStock(ctx context.Context, voucherID int64, n int) error {
 // time, whose returns are not marked done.
 func (db *DB) PendingReturns(ctx context.Context, before time.Time, max int) ([]*flashsale.Order, error) {
 	return db.queryOrders(ctx, "pending returns", "SELECT "+orderColumns+" FROM orders WHERE return_pending = 1 AND updated_at < ? ORDER BY id LIMIT ?", dbTime(before), max)
+}
+
+// PendingReturnsOf is PendingReturns for one voucher, all of them.
+func (db *DB) PendingReturnsOf(ctx context.Context, voucherID int64, before time.Time) ([]*flashsale.Order, error) {
+	return db.queryOrders(ctx, fmt.Sprintf("pending returns of voucher %d", voucherID), "SELECT "+orderColumns+
+		" FROM orders WHERE voucher_id = ? AND return_pending = 1 AND updated_at < ? ORDER BY id", voucherID, dbTime(before))
 }
 
 // MarkReturned records that the orders' returns are done.

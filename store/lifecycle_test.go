@@ -56,11 +56,11 @@ func TestPayOrder(t *testing.T) {
 		}
 		o := awaiting(t, db, 1, 2, now.Add(time.Minute), 1, 2, 3, 4)
 		insertOrders(t, db, 1, flashsale.StatusCreated, 5)
-		if _, err := db.CancelOrder(t.Context(), o[2].ID, 3, now); err != nil {
+		if _, _, err := db.CancelOrder(t.Context(), o[2].ID, 3, now); err != nil {
 			t.Fatal(err)
 		}
 		pay := func(id string, order int64, amount int64, at time.Time) error {
-			_, err := db.PayOrder(t.Context(), flashsale.Payment{ID: id, OrderID: order, Amount: amount}, at)
+			_, _, err := db.PayOrder(t.Context(), flashsale.Payment{ID: id, OrderID: order, Amount: amount}, at)
 			return err
 		}
 		tests := []struct {
@@ -101,26 +101,26 @@ func TestCancelOrder(t *testing.T) {
 		}
 		o := awaiting(t, db, 1, 3, now.Add(time.Minute), 1, 2)
 		insertOrders(t, db, 1, flashsale.StatusCreated, 3)
-		if _, err := db.PayOrder(t.Context(), flashsale.Payment{ID: "p", OrderID: o[1].ID, Amount: 3 * 9900}, now); err != nil {
+		if _, _, err := db.PayOrder(t.Context(), flashsale.Payment{ID: "p", OrderID: o[1].ID, Amount: 3 * 9900}, now); err != nil {
 			t.Fatal(err)
 		}
 		wantRemaining(t, db, 1, 4) // InsertOrder takes no stock
-		got, err := db.CancelOrder(t.Context(), o[0].ID, 1, now)
-		if err != nil || got.Status != flashsale.StatusCancelled {
-			t.Fatalf("CancelOrder = %+v, %v; want cancelled", got, err)
+		got, changed, err := db.CancelOrder(t.Context(), o[0].ID, 1, now)
+		if err != nil || got.Status != flashsale.StatusCancelled || !changed {
+			t.Fatalf("CancelOrder = %+v, %v, %v; want cancelled now", got, changed, err)
 		}
 		wantRemaining(t, db, 1, 7)
 		wantUnits(t, db, 1, 1, 0)
-		got, err = db.CancelOrder(t.Context(), o[0].ID, 1, now)
-		if err != nil || got.Status != flashsale.StatusCancelled {
-			t.Fatalf("CancelOrder again = %+v, %v; want cancelled", got, err)
+		got, changed, err = db.CancelOrder(t.Context(), o[0].ID, 1, now)
+		if err != nil || got.Status != flashsale.StatusCancelled || changed {
+			t.Fatalf("CancelOrder again = %+v, %v, %v; want cancelled before", got, changed, err)
 		}
 		wantRemaining(t, db, 1, 7) // returned once
-		_, err = db.CancelOrder(t.Context(), o[0].ID, 2, now)
+		_, _, err = db.CancelOrder(t.Context(), o[0].ID, 2, now)
 		wantCode(t, err, flashsale.ENotFound)
-		_, err = db.CancelOrder(t.Context(), o[1].ID, 2, now)
+		_, _, err = db.CancelOrder(t.Context(), o[1].ID, 2, now)
 		wantCode(t, err, flashsale.EAlreadyPaid)
-		_, err = db.CancelOrder(t.Context(), 1003, 3, now)
+		_, _, err = db.CancelOrder(t.Context(), 1003, 3, now)
 		wantCode(t, err, flashsale.EOrderClosed)
 		// The buyer may buy again, up to the limit.
 		again := flashsale.Order{ID: 5001, VoucherID: 1, UserID: 1, Quantity: 3, PayBy: now.Add(time.Minute)}
@@ -232,7 +232,7 @@ func TestPaymentRacesExpiry(t *testing.T) {
 			wg.Go(func() {
 				// Half pay just before pay_by by their clock, half after.
 				at := payBy.Add(time.Duration(i%2*2-1) * time.Microsecond)
-				_, err := db.PayOrder(context.Background(), flashsale.Payment{ID: fmt.Sprint("p", o.ID), OrderID: o.ID, Amount: 9900}, at)
+				_, _, err := db.PayOrder(context.Background(), flashsale.Payment{ID: fmt.Sprint("p", o.ID), OrderID: o.ID, Amount: 9900}, at)
 				switch flashsale.ErrorCode(err) {
 				case "":
 					paid.Add(1)
@@ -265,5 +265,51 @@ func TestPaymentRacesExpiry(t *testing.T) {
 			t.Errorf("statuses %v after %d payments answered paid; want paid = answered, the rest expired", statuses, paid.Load())
 		}
 		wantRemaining(t, db, 1, statuses[flashsale.StatusExpired])
+	})
+}
+
+// TestPaymentRacesCancel pays and cancels each order at once: each ends
+// paid or cancelled, the loser's answer says which (already_paid for the
+// cancel, order_closed for the payment), and only the cancelled ones gave
+// their unit back.
+func TestPaymentRacesCancel(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		const n = 60
+		createVoucher(t, db, 1, n)
+		users := make([]int64, n)
+		for i := range users {
+			users[i] = int64(i + 1)
+		}
+		now := time.Now().UTC()
+		orders := awaiting(t, db, 1, 1, now.Add(time.Hour), users...)
+		var wg sync.WaitGroup
+		var paid, cancelled atomic.Int64
+		for _, o := range orders {
+			wg.Go(func() {
+				_, _, err := db.PayOrder(context.Background(), flashsale.Payment{ID: fmt.Sprint("p", o.ID), OrderID: o.ID, Amount: 9900}, now)
+				switch flashsale.ErrorCode(err) {
+				case "":
+					paid.Add(1)
+				case flashsale.EOrderClosed:
+				default:
+					t.Errorf("PayOrder(%d): %v", o.ID, err)
+				}
+			})
+			wg.Go(func() {
+				_, _, err := db.CancelOrder(context.Background(), o.ID, o.UserID, now)
+				switch flashsale.ErrorCode(err) {
+				case "":
+					cancelled.Add(1)
+				case flashsale.EAlreadyPaid:
+				default:
+					t.Errorf("CancelOrder(%d): %v", o.ID, err)
+				}
+			})
+		}
+		wg.Wait()
+		if paid.Load()+cancelled.Load() != n {
+			t.Fatalf("%d paid + %d cancelled of %d orders; want each exactly one", paid.Load(), cancelled.Load(), n)
+		}
+		wantRemaining(t, db, 1, int(cancelled.Load()))
 	})
 }

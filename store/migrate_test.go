@@ -6,7 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -39,8 +42,12 @@ func wantMigratedOnce(t *testing.T, db *DB) {
 		t.Fatal(err)
 	}
 	want := []int64{0}
-	for i := range files {
-		want = append(want, int64(i+1))
+	for _, f := range files {
+		n, err := strconv.ParseInt(strings.SplitN(path.Base(f), "_", 2)[0], 10, 64)
+		if err != nil {
+			t.Fatalf("migration %s: %v", f, err)
+		}
+		want = append(want, n)
 	}
 	if !slices.Equal(versions, want) {
 		t.Errorf("recorded versions %v, want %v", versions, want)

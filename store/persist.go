@@ -13,25 +13,35 @@ import (
 )
 
 // StockShortError is returned by PersistOrders when a voucher has less stock
-// than the batch's new orders take from it (or does not exist). It wraps
-// flashsale.ErrStockShort.
+// than the batch's new orders take from it. It wraps flashsale.ErrStockShort.
 type StockShortError struct {
 	VoucherID int64
-	Remaining int // 0 when the voucher does not exist
+	Remaining int
 	Needed    int
-	Exists    bool
 }
 
 // Error implements the error interface.
 func (e *StockShortError) Error() string {
-	if !e.Exists {
-		return fmt.Sprintf("store: stock short: voucher %d does not exist, %d orders need it", e.VoucherID, e.Needed)
-	}
 	return fmt.Sprintf("store: stock short: voucher %d has %d left, the batch needs %d", e.VoucherID, e.Remaining, e.Needed)
 }
 
 // Unwrap returns flashsale.ErrStockShort.
 func (e *StockShortError) Unwrap() error { return flashsale.ErrStockShort }
+
+// UnknownVoucherError is returned by PersistOrders when a batch's voucher
+// does not exist in this database. It wraps flashsale.ErrUnknownVoucher.
+type UnknownVoucherError struct {
+	VoucherID int64
+	Needed    int
+}
+
+// Error implements the error interface.
+func (e *UnknownVoucherError) Error() string {
+	return fmt.Sprintf("store: voucher %d does not exist in this database, %d orders need it", e.VoucherID, e.Needed)
+}
+
+// Unwrap returns flashsale.ErrUnknownVoucher.
+func (e *UnknownVoucherError) Unwrap() error { return flashsale.ErrUnknownVoucher }
 
 // persistChunk bounds the rows of one statement, well under the placeholder
 // limits of both dialects (65535 in MySQL, 32766 in SQLite).
@@ -51,8 +61,9 @@ var errRaced = errors.New("store: batch raced another writer")
 // CreatedAt if set, else now), each taking a unit of its voucher's stock.
 // When a voucher has too little stock nothing is stored and the error is a
 // *StockShortError wrapping flashsale.ErrStockShort (retry in smaller
-// batches); a batch that keeps racing another writer gets EBusy. How:
-// DESIGN.md.
+// batches), and when a voucher does not exist a *UnknownVoucherError
+// wrapping flashsale.ErrUnknownVoucher; a batch that keeps racing another
+// writer gets EBusy. How: DESIGN.md.
 func (db *DB) PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error) {
 	for i := range orders {
 		if orders[i].ID <= 0 {
@@ -271,7 +282,8 @@ func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flas
 }
 
 // takeStock takes n from the voucher's remaining stock if that much is
-// left, and returns a *StockShortError otherwise.
+// left, and returns a *StockShortError otherwise, or a
+// *UnknownVoucherError when there is no such voucher.
 func (tx *Tx) takeStock(ctx context.Context, voucherID int64, n int) error {
 	ok, err := tx.DecrementRemaining(ctx, voucherID, n)
 	if err != nil || ok {
@@ -279,10 +291,10 @@ func (tx *Tx) takeStock(ctx context.Context, voucherID int64, n int) error {
 	}
 	// Remaining is read for the message only; on MySQL it comes from the
 	// transaction's snapshot and may be a little stale.
-	short := &StockShortError{VoucherID: voucherID, Needed: n, Exists: true}
+	short := &StockShortError{VoucherID: voucherID, Needed: n}
 	short.Remaining, err = tx.Remaining(ctx, voucherID)
 	if flashsale.ErrorCode(err) == flashsale.ENotFound {
-		short.Exists, err = false, nil
+		return &UnknownVoucherError{VoucherID: voucherID, Needed: n}
 	}
 	if err != nil {
 		return err

@@ -65,6 +65,7 @@ var (
 	_ querier = (*sql.DB)(nil)
 	_ querier = (*sql.Tx)(nil)
 	_ error   = (*StockShortError)(nil)
+	_ error   = (*UnknownVoucherError)(nil)
 )
 
 // Open connects to the database at url, checks it is reachable and applies

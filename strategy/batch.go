@@ -7,29 +7,10 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// batch answers like conditional — created only once the order is committed
-// in the database — but commits the concurrent orders of one voucher
-// together (group commit): one transaction per batch locks the voucher's
-// row, stores the orders of new buyers while stock lasts with one multi-row
-// insert, and takes that many units in one conditional decrement (see
-// store.SellBatch). The hot row is locked and flushed once per batch
-// instead of once per order.
-//
-// Batches form on their own: in each process a voucher's orders queue, and
-// one committer per voucher takes everything queued (up to BatchMax) as
-// soon as its previous commit ends. An order arriving at an idle voucher is
-// committed at once, with no window waited; under load a batch is whatever
-// arrived during the previous commit, so batches grow with the load. Several
-// processes each commit their own batches; the voucher's row lock runs them
-// one after another.
-//
-// Answers: created (or awaiting_payment) for a buyer served, sold_out for
-// one whose turn came after fewer units were left than asked (first come,
-// first served within a batch), duplicate_order or limit_reached for a
-// buyer whose orders, stored or earlier in the same batch, leave no room. When the batch's transaction fails every order of it gets the
-// failure (unavailable when the database is unreachable or the commit runs
-// out of time, busy when it kept losing lock races) and nothing of it is
-// stored.
+// batch answers like conditional — only once the order is committed — but
+// commits the concurrent orders of one voucher together (group commit, see
+// group.go): first come, first served within a batch; a failed batch fails
+// each of its orders, and stores nothing of it.
 type batch struct {
 	*base
 	groups sync.Map // voucher id → *group

@@ -20,6 +20,20 @@ const batchCommitTimeout = 5 * time.Second
 // rarely cut, small enough that its statements stay one chunk each.
 const defaultBatchMax = 500
 
+// Group commit: one transaction per batch locks the voucher's row, stores
+// the orders of buyers with room while stock lasts with one multi-row
+// insert, and takes their units in one conditional decrement
+// (store.SellBatch), so the hot row is locked and flushed once per batch
+// instead of once per order. Batches form on their own: a voucher's orders
+// queue in each process, and one committer per voucher takes everything
+// queued (up to BatchMax) as soon as its previous commit ends — an order
+// at an idle voucher is committed at once, and under load a batch is
+// whatever arrived during the previous commit. Several processes' batches
+// run one after another on the voucher's row lock. A failed batch answers
+// each of its orders with the failure: unavailable when the database is
+// unreachable or the commit ran out of time, busy when it kept losing lock
+// races.
+
 // group collects one voucher's orders in this process and commits them in
 // batches, one batch at a time.
 type group struct {

@@ -171,8 +171,8 @@ func (w *worker) persistRetry(ctx context.Context, items []item) (flashsale.Pers
 		actx, cancel := context.WithTimeout(ctx, w.c.cfg.PersistTimeout)
 		res, err := w.c.db.PersistOrders(actx, orders)
 		cancel()
-		if err == nil || errors.Is(err, flashsale.ErrStockShort) {
-			return res, err
+		if err == nil || errors.Is(err, flashsale.ErrStockShort) || errors.Is(err, flashsale.ErrUnknownVoucher) {
+			return res, err // the batch's to answer, not an outage's
 		}
 		if ctx.Err() != nil {
 			return res, ctx.Err()

@@ -5,6 +5,12 @@
 // its reason to the voucher's dead-letter stream; none is dropped. It
 // meets the gate (package async) only in Redis (async/internal/layout).
 //
+// Each consumer keeps a heartbeat in Redis; the entries of one whose
+// heartbeat is gone (it died) are taken over by the others within about a
+// heartbeat (heartbeat.go). A batch whose voucher the database does not
+// have is a configuration error, never a dead letter: it stays pending
+// for a consumer of the right database (unknown.go). How: ../DESIGN.md.
+//
 // When a voucher's sale is over and drained, its keys are retired: the
 // consumer schedules it and, RetireAfter later, has the reconciler check
 // and delete it (retire.go).
@@ -23,7 +29,8 @@ import (
 // Persister stores batches of accepted orders: what the consumer needs
 // from the system of record (*store.DB, passed in by cmd). PersistOrders
 // must be idempotent and all-or-nothing, and must return an error wrapping
-// flashsale.ErrStockShort when the batch needs more stock than is left.
+// flashsale.ErrStockShort when the batch needs more stock than is left, and
+// one wrapping flashsale.ErrUnknownVoucher when it has no such voucher.
 type Persister interface {
 	PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error)
 }
@@ -40,8 +47,11 @@ var (
 	deadLua string
 	//go:embed reap.lua
 	reapLua string
+	//go:embed takeover.lua
+	takeoverLua string
 
-	claimScript = rueidis.NewLuaScript(claimLua)
-	deadScript  = rueidis.NewLuaScript(deadLua)
-	reapScript  = rueidis.NewLuaScript(reapLua)
+	claimScript    = rueidis.NewLuaScript(claimLua)
+	deadScript     = rueidis.NewLuaScript(deadLua)
+	reapScript     = rueidis.NewLuaScript(reapLua)
+	takeoverScript = rueidis.NewLuaScript(takeoverLua)
 )

@@ -33,7 +33,15 @@ type Config struct {
 	// unacknowledged before another consumer takes it over (default 30s).
 	// It must be well above the time a batch takes; a consumer keeps the
 	// entries it is retrying its own by touching them every ClaimIdle/3.
+	// It is the fallback for a consumer that lives but is stuck: a dead
+	// one is noticed by its heartbeat sooner.
 	ClaimIdle time.Duration
+	// Heartbeat is how long the consumer's heartbeat in Redis lives
+	// unless renewed; it is renewed every Heartbeat/5 while Run runs and
+	// deleted when Run returns. The entries of a consumer whose heartbeat
+	// is gone (it died) are taken over once idle for Heartbeat, within
+	// about Heartbeat/5 of that: never a live consumer's (default 5s).
+	Heartbeat time.Duration
 	// MaxDeliveries: an entry taken over from other consumers, or left to
 	// this Name by an earlier process, after more than this many
 	// deliveries in all is persisted on its own rather than
@@ -66,8 +74,10 @@ type Stats struct {
 	Persisted, AlreadyPresent uint64
 	// DeadLettered counts entries moved to a dead-letter stream.
 	DeadLettered uint64
-	// Claimed counts entries taken over from other consumers.
-	Claimed uint64
+	// Claimed counts entries taken over from other consumers;
+	// ClaimedDead those of them taken from consumers whose heartbeat was
+	// gone.
+	Claimed, ClaimedDead uint64
 	// Retries counts failed attempts to persist a batch (MySQL errors).
 	Retries uint64
 	// Batches counts transactions that persisted a batch.
@@ -75,6 +85,11 @@ type Stats struct {
 	// Lost counts entries that vanished from a stream while pending: they
 	// were deleted by hand, since this package never trims those.
 	Lost uint64
+	// UnknownVoucher counts batches the database refused because it has
+	// no such voucher (flashsale.ErrUnknownVoucher): a configuration
+	// error, this consumer reads another database's prefix. Their entries
+	// stay pending, handed back for others to take; none is dead-lettered.
+	UnknownVoucher uint64
 }
 
 // Consumer persists the orders the gate accepted: one worker per
@@ -90,6 +105,7 @@ type Consumer struct {
 	log    *slog.Logger
 
 	persisted, alreadyPresent, deadLettered, claimed, retries, batches, lost atomic.Uint64
+	claimedDead, unknownVoucher                                              atomic.Uint64
 }
 
 // New returns a Consumer that persists into db.
@@ -102,6 +118,7 @@ func New(client rueidis.Client, db Persister, cfg Config) *Consumer {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 500)
 	cfg.Block = cmp.Or(cfg.Block, time.Second)
 	cfg.ClaimIdle = cmp.Or(cfg.ClaimIdle, 30*time.Second)
+	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, 5*time.Second)
 	cfg.MaxDeliveries = cmp.Or(cfg.MaxDeliveries, 5)
 	cfg.Refresh = cmp.Or(cfg.Refresh, 2*time.Second)
 	cfg.RetryMin = cmp.Or(cfg.RetryMin, 100*time.Millisecond)
@@ -122,15 +139,19 @@ func (c *Consumer) Stats() Stats {
 		Persisted: c.persisted.Load(), AlreadyPresent: c.alreadyPresent.Load(),
 		DeadLettered: c.deadLettered.Load(), Claimed: c.claimed.Load(),
 		Retries: c.retries.Load(), Batches: c.batches.Load(), Lost: c.lost.Load(),
+		ClaimedDead: c.claimedDead.Load(), UnknownVoucher: c.unknownVoucher.Load(),
 	}
 }
 
 // Run consumes until ctx is done, then waits for the workers to stop and
 // returns nil. Entries a worker holds when ctx ends stay pending on this
 // consumer and are finished by the next Run with the same name, or taken
-// over by another consumer after ClaimIdle. Run must not be called twice
-// at once.
+// over by another consumer within about a heartbeat (its heartbeat is
+// deleted when Run returns). Run must not be called twice at once.
 func (c *Consumer) Run(ctx context.Context) error {
+	// The heartbeat starts before any read and is deleted after the
+	// workers stop (defers run last to first).
+	defer c.heartbeat(ctx)()
 	workers := map[string]context.CancelFunc{} // registry member → its worker
 	var wg sync.WaitGroup
 	defer wg.Wait()

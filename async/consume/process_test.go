@@ -35,6 +35,10 @@ const (
 	helperName       = "ASYNC_TEST_NAME"
 	helperBatch      = "ASYNC_TEST_BATCH"
 	helperDeliveries = "ASYNC_TEST_MAX_DELIVERIES"
+	// helperClaimIdle and helperHeartbeat are ClaimIdle (default 1s) and
+	// Heartbeat (default consume's), as time.ParseDuration reads them.
+	helperClaimIdle = "ASYNC_TEST_CLAIM_IDLE"
+	helperHeartbeat = "ASYNC_TEST_HEARTBEAT"
 	// helperHangAfter: once this many orders are inserted, the process
 	// persists one more batch, sets the key <prefix>hung, and hangs
 	// before acknowledging it.
@@ -71,6 +75,13 @@ func runConsumerProcess() {
 		n, _ := strconv.ParseInt(os.Getenv(name), 10, 64)
 		return n
 	}
+	duration := func(name string, def time.Duration) time.Duration {
+		d, err := time.ParseDuration(os.Getenv(name))
+		if err != nil {
+			return def
+		}
+		return d
+	}
 	p := &helperPersister{db: db, client: client, prefix: os.Getenv(helperPrefix),
 		hangAfter: atoi(helperHangAfter), poison: atoi(helperPoison)}
 	c := consume.New(client, p, consume.Config{
@@ -79,7 +90,8 @@ func runConsumerProcess() {
 		BatchSize:     int(atoi(helperBatch)),
 		MaxDeliveries: atoi(helperDeliveries),
 		Block:         100 * time.Millisecond,
-		ClaimIdle:     time.Second,
+		ClaimIdle:     duration(helperClaimIdle, time.Second),
+		Heartbeat:     duration(helperHeartbeat, 0),
 		Refresh:       100 * time.Millisecond,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
@@ -171,33 +183,50 @@ func (e *env) pendingOf(voucherID int64, consumer string) int {
 	return len(p)
 }
 
+// TestConsumerProcessKilledMidDrainIsTakenOver: a consumer process is
+// SIGKILLed holding a persisted, unacknowledged batch; a new consumer
+// (another name, as a restart with the default name) takes it over, each
+// way on its own: after ClaimIdle (the heartbeat outlives the test), or
+// by the dead consumer's heartbeat (ClaimIdle outlives the test). Each
+// order is in MySQL once.
 func TestConsumerProcessKilledMidDrainIsTakenOver(t *testing.T) {
-	e := newEnv(t)
-	v := e.Voucher(500)
-	accepted := e.Sell(v.ID, 2000, 3)
-	if len(accepted) != 500 {
-		t.Fatalf("%d orders accepted, want 500", len(accepted))
-	}
-	first := startConsumer(t, e, "first", helperBatch+"=20", helperHangAfter+"=100")
-	e.WaitFor("the first consumer to hang mid-drain", 60*time.Second, func() (bool, error) {
-		err := e.Client.Do(context.Background(), e.Client.B().Get().Key(e.Prefix+"hung").Build()).Error()
-		return err == nil, nil
-	})
-	first.kill()
-	held := e.pendingOf(v.ID, "first")
-	if held == 0 {
-		t.Fatal("the killed consumer holds no entries; the test kills too late")
-	}
-	t.Logf("killed the first consumer holding %d persisted, unacknowledged entries", held)
-
-	startConsumer(t, e, "second", helperBatch+"=50")
-	e.WaitDrained(v.ID, 500)
-	e.CheckSold(v, accepted)
-	if n := e.pendingOf(v.ID, "first"); n != 0 {
-		t.Errorf("%d entries still pending on the killed consumer; want all taken over", n)
-	}
-	if dead := e.DeadLetters(v.ID); len(dead) != 0 {
-		t.Errorf("dead letters %v; want none", dead)
+	for _, by := range []struct {
+		name     string
+		settings []string
+	}{
+		{"after ClaimIdle", []string{helperClaimIdle + "=1s", helperHeartbeat + "=1h"}},
+		{"by its heartbeat", []string{helperClaimIdle + "=1h", helperHeartbeat + "=2s"}},
+	} {
+		t.Run(by.name, func(t *testing.T) {
+			e := newEnv(t)
+			v := e.Voucher(500)
+			accepted := e.Sell(v.ID, 2000, 3)
+			if len(accepted) != 500 {
+				t.Fatalf("%d orders accepted, want 500", len(accepted))
+			}
+			first := startConsumer(t, e, "first", append(by.settings, helperBatch+"=20", helperHangAfter+"=100")...)
+			e.WaitFor("the first consumer to hang mid-drain", 60*time.Second, func() (bool, error) {
+				err := e.Client.Do(context.Background(), e.Client.B().Get().Key(e.Prefix+"hung").Build()).Error()
+				return err == nil, nil
+			})
+			first.kill()
+			killed := time.Now()
+			held := e.pendingOf(v.ID, "first")
+			if held == 0 {
+				t.Fatal("the killed consumer holds no entries; the test kills too late")
+			}
+			startConsumer(t, e, "second", append(by.settings, helperBatch+"=50")...)
+			e.WaitDrained(v.ID, 500)
+			t.Logf("killed the first consumer holding %d persisted, unacknowledged entries; all 500 orders in MySQL %v later",
+				held, time.Since(killed).Round(100*time.Millisecond))
+			e.CheckSold(v, accepted)
+			if n := e.pendingOf(v.ID, "first"); n != 0 {
+				t.Errorf("%d entries still pending on the killed consumer; want all taken over", n)
+			}
+			if dead := e.DeadLetters(v.ID); len(dead) != 0 {
+				t.Errorf("dead letters %v; want none", dead)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
@@ -21,6 +23,7 @@ type worker struct {
 
 	cursor     string    // where the next XAUTOCLAIM pass starts
 	nextClaim  time.Time // when to look for idle entries of other consumers
+	nextDead   time.Time // when to look for consumers whose heartbeat is gone
 	nextRetire time.Time // when to check whether the voucher is done
 	held       []item    // the entries handle is working through
 	drained    bool      // drainOwn has finished once in this worker's life
@@ -38,7 +41,11 @@ func (w *worker) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		pause := w.c.cfg.Refresh
 		switch {
+		case errors.Is(err, flashsale.ErrUnknownVoucher):
+			waiting = false
+			pause = w.unknownVoucher(ctx, err)
 		case isNoGroup(err):
 			// Registered before its stream was created, or lost by Redis:
 			// the next load creates it.
@@ -50,7 +57,7 @@ func (w *worker) run(ctx context.Context) {
 			waiting = false
 			w.log.Warn("async: consuming failed; starting over", "err", err)
 		}
-		if sleep(ctx, w.c.cfg.Refresh) != nil {
+		if sleep(ctx, pause) != nil {
 			return
 		}
 	}
@@ -64,6 +71,12 @@ func (w *worker) consume(ctx context.Context) error {
 		return err
 	}
 	for ctx.Err() == nil {
+		if !time.Now().Before(w.nextDead) {
+			if err := w.takeFromDead(ctx); err != nil {
+				return err
+			}
+			w.nextDead = time.Now().Add(w.c.cfg.Heartbeat / 5)
+		}
 		if !time.Now().Before(w.nextClaim) {
 			if err := w.claim(ctx); err != nil {
 				return err
@@ -182,31 +195,15 @@ func (w *worker) claim(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if len(res) != 4 {
+			return fmt.Errorf("async: claim.lua answered %d values", len(res))
+		}
 		next, err := res[0].ToString()
 		if err != nil {
 			return err
 		}
-		entries, err := res[1].AsXRange()
-		if err != nil {
+		if _, err := w.takeOver(ctx, res[1], res[2], res[3], ""); err != nil {
 			return err
-		}
-		counts, err := res[2].AsIntSlice()
-		if err != nil {
-			return err
-		}
-		gone, err := res[3].AsStrSlice()
-		if err != nil {
-			return err
-		}
-		for _, id := range gone {
-			w.lostEntry(id)
-		}
-		if len(entries) > 0 {
-			w.c.claimed.Add(uint64(len(entries)))
-			w.log.Info("async: took over entries another consumer left idle", "entries", len(entries))
-			if err := w.handle(ctx, entries, counts); err != nil {
-				return err
-			}
 		}
 		w.cursor = next
 		if next == "0-0" {
@@ -215,6 +212,40 @@ func (w *worker) claim(ctx context.Context) error {
 	}
 	idle := strconv.FormatInt(2*w.c.cfg.ClaimIdle.Milliseconds(), 10)
 	return reapScript.Exec(ctx, w.c.client, []string{w.keys.Orders}, []string{w.c.cfg.Group, idle}).Error()
+}
+
+// takeOver persists entries this consumer took over, with their delivery
+// counts, and reports those gone from the stream: the parts of a reply of
+// claim.lua or takeover.lua. from names the dead consumer they were taken
+// from ("": left idle for ClaimIdle by any). It returns how many entries
+// and gone ids there were.
+func (w *worker) takeOver(ctx context.Context, entriesMsg, countsMsg, goneMsg rueidis.RedisMessage, from string) (int, error) {
+	entries, err := entriesMsg.AsXRange()
+	if err != nil {
+		return 0, err
+	}
+	counts, err := countsMsg.AsIntSlice()
+	if err != nil {
+		return 0, err
+	}
+	gone, err := goneMsg.AsStrSlice()
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range gone {
+		w.lostEntry(id)
+	}
+	if len(entries) == 0 {
+		return len(gone), nil
+	}
+	w.c.claimed.Add(uint64(len(entries)))
+	if from == "" {
+		w.log.Info("async: took over entries another consumer left idle", "entries", len(entries))
+	} else {
+		w.c.claimedDead.Add(uint64(len(entries)))
+		w.log.Info("async: took over the entries of a consumer whose heartbeat stopped", "entries", len(entries), "from", from)
+	}
+	return len(entries) + len(gone), w.handle(ctx, entries, counts)
 }
 
 // retireIfDone removes the voucher from the registry when its sale is over

@@ -75,14 +75,8 @@ func (r *Reconciler) compareBuyers(ctx context.Context, vk layout.VoucherKeys, r
 		case dead[order]:
 			// Reported by compareDeadLetters.
 		default:
-			d := rep.add(Diff{Kind: DiffLostOrder, UserID: user, OrderID: order,
-				Detail: "accepted by Redis; not in MySQL, the stream or the dead letters"})
-			if fix {
-				fixed, err := r.requeue(ctx, vk, user, order, b.units)
-				if err != nil {
-					return err
-				}
-				d.Fixed = fixed
+			if err := r.compareClosed(ctx, vk, rep, user, b, fix); err != nil {
+				return err
 			}
 		}
 	}
@@ -169,6 +163,19 @@ func (r *Reconciler) checkRegistered(ctx context.Context, vk layout.VoucherKeys,
 		d.Fixed = true
 	}
 	return nil
+}
+
+// lostOrder reports a buyer's latest order as lost, and with fix appends
+// it to the stream again.
+func (r *Reconciler) lostOrder(ctx context.Context, vk layout.VoucherKeys, rep *Report, user int64, b buyer, fix bool) error {
+	d := rep.add(Diff{Kind: DiffLostOrder, UserID: user, OrderID: b.latest,
+		Detail: "accepted by Redis; not in MySQL, the stream or the dead letters"})
+	if !fix {
+		return nil
+	}
+	fixed, err := r.requeue(ctx, vk, user, b.latest, b.units)
+	d.Fixed = fixed
+	return err
 }
 
 // requeue appends an accepted order to the voucher's stream again, then

@@ -6,8 +6,8 @@ package reconcile
 type DiffKind string
 
 // The differences Reconciler reports. Only lost_order, dead_letter,
-// order_mismatch and unregistered are repaired by Repair; the others need
-// a person.
+// order_mismatch, unregistered and return_pending are repaired by Repair;
+// the others need a person.
 const (
 	// DiffNotLoaded: the voucher is in MySQL but not in Redis. Not
 	// repaired: the service reloads a voucher when it is first ordered,
@@ -50,6 +50,13 @@ const (
 	// voucher (delete its Redis keys when no order is in flight) if MySQL
 	// is right.
 	DiffUnknownOrder DiffKind = "unknown_order"
+	// DiffReturnPending: an order was cancelled or expired in MySQL (its
+	// units given back there) longer ago than a return takes, but its
+	// units are not marked back in the gate's stock: the instance doing it
+	// died between the two halves. Repaired by finishing the return, which
+	// changes nothing for an order whose units are back already; every
+	// instance's expirer finishes such returns too.
+	DiffReturnPending DiffKind = "return_pending"
 )
 
 // Diff is one difference between Redis and MySQL.

@@ -24,7 +24,7 @@ type buyer struct{ units, latest int64 }
 // deadLetter is an entry of a dead-letter stream.
 type deadLetter struct {
 	order, user int64
-	units       int64 // 1 in entries without a quantity
+	units       int64           // 1 in entries without a quantity
 	kind        layout.DeadKind // "" in entries written before dead letters had one
 	reason      string
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async/internal/layout"
+	"github.com/flashsale/flashsale/async/returns"
+	"github.com/flashsale/flashsale/lifecycle"
 )
 
 // Config configures a Reconciler; Prefix and Group must be the gate's
@@ -26,6 +28,9 @@ type Config struct {
 	Prefix string
 	Group  string
 	Logger *slog.Logger
+	// Returns finishes half-done returns (default: into the gate's stock
+	// under Prefix, without WAIT).
+	Returns lifecycle.Restocker
 }
 
 // AuditStore reads what reconciliation compares Redis with: what the
@@ -36,6 +41,13 @@ type AuditStore interface {
 	Voucher(ctx context.Context, id int64) (*flashsale.Voucher, error)
 	AuditVoucher(ctx context.Context, id int64) (flashsale.Audit, error)
 	HeldOrders(ctx context.Context, voucherID int64) ([]flashsale.Order, error)
+	// PendingReturnsOf returns the voucher's closed orders, closed before
+	// the given time, whose returns are not marked done; MarkReturned
+	// marks them.
+	PendingReturnsOf(ctx context.Context, voucherID int64, before time.Time) ([]*flashsale.Order, error)
+	MarkReturned(ctx context.Context, ids []int64) error
+	// FindOrder returns an order, live or closed.
+	FindOrder(ctx context.Context, id int64) (*flashsale.Order, error)
 }
 
 // The reconciler's own Lua scripts. Each repair checks that the buyer
@@ -67,21 +79,23 @@ var (
 // absolute value, the streams' pending entries, or a voucher not loaded in
 // Redis. It is safe for concurrent use beside the live pipeline.
 type Reconciler struct {
-	client rueidis.Client
-	db     AuditStore
-	keys   layout.Keyspace
-	group  string
-	log    *slog.Logger
+	client  rueidis.Client
+	db      AuditStore
+	keys    layout.Keyspace
+	group   string
+	log     *slog.Logger
+	returns lifecycle.Restocker
 }
 
 // New returns a Reconciler.
 func New(client rueidis.Client, db AuditStore, cfg Config) *Reconciler {
 	return &Reconciler{
-		client: client,
-		db:     db,
-		keys:   layout.New(cfg.Prefix),
-		group:  cmp.Or(cfg.Group, layout.DefaultGroup),
-		log:    cmp.Or(cfg.Logger, slog.Default()),
+		client:  client,
+		db:      db,
+		keys:    layout.New(cfg.Prefix),
+		group:   cmp.Or(cfg.Group, layout.DefaultGroup),
+		log:     cmp.Or(cfg.Logger, slog.Default()),
+		returns: cmp.Or[lifecycle.Restocker](cfg.Returns, returns.New(client, returns.Config{Prefix: cfg.Prefix})),
 	}
 }
 
@@ -159,6 +173,9 @@ func (r *Reconciler) voucher(ctx context.Context, id int64, fix bool) (*Report, 
 			rep.Stock, rep.Held, rep.InitialStock, audit.Stock)})
 	}
 	if err := r.compareShards(ctx, shards, sides, rep, orders, fix); err != nil {
+		return rep, err
+	}
+	if err := r.finishReturns(ctx, id, rep, fix); err != nil {
 		return rep, err
 	}
 	for _, d := range rep.Diffs {

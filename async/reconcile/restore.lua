@@ -37,4 +37,7 @@ else
 end
 redis.call('HINCRBY', KEYS[1], 'stock', q)
 redis.call('HINCRBY', KEYS[1], 'given', q)
+if (tonumber(redis.call('HGET', KEYS[1], 'limit')) or 1) > 1 then
+  redis.call('HINCRBY', KEYS[1], 'orders', -1)
+end
 return 1

@@ -48,7 +48,7 @@ func (r *Reconciler) retireShards(ctx context.Context, id int64) (int64, layout.
 	shards := r.keys.Shards(id, n)
 	out := int64(3)
 	for _, vk := range shards {
-		res, err := retireScript.Exec(ctx, r.client, []string{vk.Meta, vk.Buyers, vk.Orders, vk.Dead, vk.Failed, vk.Tries},
+		res, err := retireScript.Exec(ctx, r.client, []string{vk.Meta, vk.Buyers, vk.Orders, vk.Dead, vk.Failed, vk.Tries, vk.Returned, vk.Keyed},
 			[]string{r.group}).AsInt64()
 		if err != nil || (res != 1 && res != 3) {
 			return res, vk, err

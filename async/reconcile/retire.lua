@@ -3,7 +3,8 @@
 -- has no dead letters; MySQL holds all that is left of it.
 --
 -- KEYS[1] meta hash, KEYS[2] buyers hash, KEYS[3] orders stream,
--- KEYS[4] dead-letter stream, KEYS[5] failed hash, KEYS[6] tries hash
+-- KEYS[4] dead-letter stream, KEYS[5] failed hash, KEYS[6] tries hash,
+-- KEYS[7] returned hash, KEYS[8] keyed hash
 -- ARGV[1] consumer group
 --
 -- Returns 1 when it deleted the keys, 0 when the voucher is not done, 2
@@ -30,5 +31,5 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
     end
   end
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', unpack(KEYS))
 return 1

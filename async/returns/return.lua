@@ -11,12 +11,16 @@
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
+local several = (tonumber(redis.call('HGET', KEYS[1], 'limit')) or 1) > 1
 local back = 0
 for i = 1, #ARGV, 3 do
   local order, user, q = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   if redis.call('HSETNX', KEYS[3], order, q) == 1 then
     redis.call('HINCRBY', KEYS[1], 'stock', q)
     redis.call('HINCRBY', KEYS[1], 'returned', q)
+    if several then
+      redis.call('HINCRBY', KEYS[1], 'orders', -1)
+    end
     local prev = redis.call('HGET', KEYS[2], user)
     if prev then
       local units, latest = 1, prev

@@ -58,9 +58,13 @@ type backends struct {
 	// redisURL and dbURL are where the backends are, embedded ones
 	// included, so other processes can reach them.
 	redisURL, dbURL string
-	// prefix starts every Redis key.
+	// prefix starts every Redis key; owner is the database it belongs to
+	// (owner.go).
 	prefix  string
+	owner   async.Owner
 	closers []func()
+	// scratchDB: the database is an embedded one, new on every start.
+	scratchDB bool
 }
 
 // openBackends connects to Redis and the database (migrating it) and starts
@@ -97,14 +101,20 @@ func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *bac
 			return nil, err
 		}
 		b.closers = append(b.closers, remove)
-		b.dbURL = "sqlite://" + filepath.Join(dir, "flashsale.db")
+		b.dbURL, b.scratchDB = "sqlite://"+filepath.Join(dir, "flashsale.db"), true
 		log.Warn("no --db given: using an embedded SQLite database, for trying things out only", "path", filepath.Join(dir, "flashsale.db"))
 	}
 	if b.db, err = store.Open(ctx, b.dbURL); err != nil {
 		return nil, fmt.Errorf("--db: %w", err)
 	}
 	b.closers = append(b.closers, func() { b.db.Close() })
-	log.Info("connected", "redis", redact(b.redisURL), "redis_prefix", b.prefix, "db", redact(b.dbURL))
+	if err := b.claimPrefix(ctx, log); err != nil {
+		return nil, err
+	}
+	if f.redis != "" {
+		b.closers = append(b.closers, watchPrefixOwner(b, log))
+	}
+	log.Info("connected", "redis", redact(b.redisURL), "redis_prefix", b.prefix, "db", redact(b.dbURL), "database_id", b.owner.ID)
 	b.ids = idgen.New(b.redis, "id", idgen.WithPrefix(b.prefix+"idgen:"), idgen.WithFloor(b.db.MaxOrderID), idgen.WithLogger(log))
 	b.closers = append(b.closers, b.ids.Close)
 	return b, nil

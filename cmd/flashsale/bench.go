@@ -280,7 +280,7 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 		return rep, err
 	}
 	defer os.RemoveAll(secretDir)
-	fl := &fleets{cfg: cfg, b: b, logDir: logDir, secret: secret, admin: admin}
+	fl := &fleets{cfg: cfg, b: b, logDir: logDir, secret: secret, admin: admin, id: randomHex(3)}
 	rep.Setup.Mode, rep.Setup.Redis, rep.Setup.DB = fl.mode(), fl.redis(), fl.db()
 	say(stdout, fl.describe())
 	say(stdout, describeLoad(rep.Setup))

@@ -63,7 +63,7 @@ func (fl *fleets) runOne(ctx context.Context, name string, authn *auth.Authentic
 		return lab.Row{}, false, fmt.Errorf("%s: starting instances: %w", name, err)
 	}
 	sale := &lab.Sale{
-		Strategy: name, Targets: f.urls, AdminToken: fl.admin, Auth: authn, Auditor: lab.NewAuditor(b.db, b.redis, b.prefix),
+		Strategy: name, Targets: f.urls, AdminToken: fl.admin, Auth: authn, Auditor: lab.NewAuditor(b.db, b.redis, b.prefix), Consumers: f.consumers,
 		Stock: cfg.stock, Shards: cfg.shards, Users: cfg.users, Requests: cfg.requests, Doubles: cfg.doubles, Seed: cfg.seed,
 		Concurrency: cfg.concurrency, Rate: cfg.rate, Timeout: cfg.timeout, DrainTimeout: cfg.drain, Progress: progress,
 	}

@@ -23,6 +23,7 @@ type consumerFlags struct {
 	name      string
 	batch     int
 	claimIdle time.Duration
+	heartbeat time.Duration
 	maxDeliv  int64
 	// measure wraps what the consumer persists through (observe.go).
 	measure func(consume.Persister) consume.Persister
@@ -35,7 +36,8 @@ type consumerFlags struct {
 func (f *consumerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "consumer-name", "", "this consumer's name in the group (default hostname-pid-random; must be unique per process)")
 	fs.IntVar(&f.batch, "batch", 500, "orders per read and per MySQL transaction")
-	fs.DurationVar(&f.claimIdle, "claim-idle", 30*time.Second, "take over entries a dead consumer left unacknowledged this long")
+	fs.DurationVar(&f.claimIdle, "claim-idle", 30*time.Second, "take over entries another consumer left unacknowledged this long, alive or not (the fallback for one that is stuck)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 5*time.Second, "lifetime of this consumer's heartbeat in Redis, renewed every fifth of it; the entries of a consumer whose heartbeat expired (it died) are taken over at once")
 	fs.DurationVar(&f.retire, "retire-after", time.Hour, "delete a finished sale's Redis keys this long after it is over and drained with nothing open in reconcile (negative: never); MySQL answers for it then")
 	fs.Int64Var(&f.maxDeliv, "max-deliveries", 5, "persist an entry delivered more than this many times on its own; dead-letter it when that many attempts on its own died")
 }
@@ -49,6 +51,8 @@ func (f *consumerFlags) validate() error {
 		return fmt.Errorf("--batch must be at least 1, got %d", f.batch)
 	case f.claimIdle < time.Second:
 		return fmt.Errorf("--claim-idle must be at least 1s (well above the time one batch takes to persist), got %v", f.claimIdle)
+	case f.heartbeat < time.Second:
+		return fmt.Errorf("--heartbeat must be at least 1s (a live consumer that misses it for that long loses its entries), got %v", f.heartbeat)
 	case f.maxDeliv < 1:
 		return fmt.Errorf("--max-deliveries must be at least 1, got %d", f.maxDeliv)
 	}
@@ -79,6 +83,7 @@ func (f *consumerFlags) new(b *backends, log *slog.Logger) *consume.Consumer {
 		Name:          f.name,
 		BatchSize:     f.batch,
 		ClaimIdle:     f.claimIdle,
+		Heartbeat:     f.heartbeat,
 		MaxDeliveries: f.maxDeliv,
 		RetireAfter:   f.retireAfter(),
 		Audit:         b.db,
@@ -102,7 +107,7 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 	return &ffcli.Command{
 		Name:       "consume",
 		ShortUsage: "flashsale consume --redis URL --db URL [flags]",
-		ShortHelp:  "persist the async pipeline's accepted orders to MySQL, and expire unpaid ones (no HTTP)",
+		ShortHelp:  "persist async orders to MySQL, expire unpaid ones (no HTTP)",
 		LongHelp: "Persists the orders the async gate accepted, and, as every serve does, expires orders past their pay_by " +
 			"and puts their units back into the gate's stock (--durability says how durably, as serve's does).",
 		FlagSet: fs,

@@ -83,11 +83,11 @@ func demo(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) error 
 	fmt.Fprintln(stdout)
 	say(stdout, fmt.Sprintf("The demo took %s. The same against MySQL and Redis, with each instance a process of its own (create the database first):",
 		time.Since(start).Round(100*time.Millisecond)))
-	fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    %s \\\n    %s\n", strings.Join(strategies(), ","), realBenchLoad(cfg), realBenchServers)
+	fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    %s \\\n    %s \\\n    %s\n", strings.Join(strategies(), ","), realBenchLoad(cfg), realBenchRedis, realBenchDB)
 	if l := cfg.then; l != nil {
 		say(stdout, "and with a payment window:")
-		fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    --instances %d --stock %d --users %d --payment-window %s --pay-ratio %g --cancel-ratio %g \\\n    %s\n",
-			l.strategies, max(l.instances, 3), l.stock, l.users, l.rules.window, l.rules.pay, l.rules.cancel, realBenchServers)
+		fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    --instances %d --stock %d --users %d --payment-window %s --pay-ratio %g --cancel-ratio %g \\\n    %s \\\n    %s\n",
+			l.strategies, max(l.instances, 3), l.stock, l.users, l.rules.window, l.rules.pay, l.rules.cancel, realBenchRedis, realBenchDB)
 	}
 	return err
 }
@@ -166,8 +166,8 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // realBenchCommand is the bench command line that runs the demo's sale
 // on real servers.
 func realBenchCommand(cfg benchConfig) string {
-	return fmt.Sprintf("flashsale bench --strategy %s %s %s (create the database first)",
-		strings.Join(strategies(), ","), realBenchLoad(cfg), realBenchServers)
+	return fmt.Sprintf("flashsale bench --strategy %s %s %s %s (create the database first)",
+		strings.Join(strategies(), ","), realBenchLoad(cfg), realBenchRedis, realBenchDB)
 }
 
 // realBenchLoad are the flags that give bench the demo's load.
@@ -175,5 +175,10 @@ func realBenchLoad(cfg benchConfig) string {
 	return fmt.Sprintf("--instances %d --race-window %s", max(cfg.instances, 3), max(cfg.raceWindow, 2*time.Millisecond))
 }
 
-// realBenchServers are the flags that point bench at local servers.
-const realBenchServers = "--redis redis://127.0.0.1:6379/0 --db mysql://root@127.0.0.1:3306/flashsale_lab"
+// realBenchRedis and realBenchDB are the flags that point bench at local
+// servers: a database and a Redis prefix of the lab's own, since a prefix
+// belongs to one database (owner.go).
+const (
+	realBenchRedis = "--redis redis://127.0.0.1:6379/0 --redis-prefix lab:"
+	realBenchDB    = "--db mysql://root@127.0.0.1:3306/flashsale_lab"
+)

@@ -219,6 +219,20 @@ func (r *saleRig) buy(s *sale, users []int64, targets func() []string, trigger i
 	wg.Wait()
 }
 
+// liveTargets are the servers the buyers send to, changed mid-sale.
+type liveTargets struct {
+	mu   sync.Mutex
+	urls []string
+}
+
+func newTargets(urls ...string) *liveTargets { return &liveTargets{urls: urls} }
+
+// get returns the servers now (buy's targets).
+func (l *liveTargets) get() []string { l.mu.Lock(); defer l.mu.Unlock(); return l.urls }
+
+// set replaces the servers.
+func (l *liveTargets) set(urls ...string) { l.mu.Lock(); defer l.mu.Unlock(); l.urls = urls }
+
 // namedOrder returns the order id a refusal's message names, or 0.
 func namedOrder(msg string) int64 {
 	for f := range strings.FieldsSeq(msg) {
@@ -337,17 +351,13 @@ func TestFaultInstanceKilledMidSale(t *testing.T) {
 	r := newSaleRig(t, testenv.MySQLURL(t))
 	a, b := r.serve(true), r.serve(true)
 	r.createVoucher(a.URL)
-	var mu sync.Mutex
-	live := []string{a.URL, b.URL}
-	targets := func() []string { mu.Lock(); defer mu.Unlock(); return live }
+	live := newTargets(a.URL, b.URL)
 	s := &sale{accepted: map[int64]int64{}, codes: map[string]int{}}
-	r.buy(s, userRange(1, faultUsers), targets, faultStock/3, func() {
+	r.buy(s, userRange(1, faultUsers), live.get, faultStock/3, func() {
 		b.Kill()
-		mu.Lock()
-		live = []string{a.URL}
-		mu.Unlock()
+		live.set(a.URL)
 	})
 	// Buyers whose request died with b try again, as people do.
-	r.buy(s, userRange(1, faultUsers), targets, faultStock+1, nil)
+	r.buy(s, userRange(1, faultUsers), live.get, faultStock+1, nil)
 	r.check(s)
 }

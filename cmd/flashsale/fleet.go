@@ -27,12 +27,23 @@ type fleets struct {
 	// secret, when the sale has a payment window (benchrules.go).
 	paymentFile   string
 	paymentSecret []byte
+	// id tells this bench's consumer names from any other's.
+	id string
 }
 
 // fleet is one strategy's running instances.
 type fleet struct {
 	urls []string
-	stop func() error
+	// consumers are the names of the instances' consumers; nil for
+	// targets, whose consumers bench does not know.
+	consumers []string
+	stop      func() error
+}
+
+// consumerName is the --consumer-name of the strategy's i-th instance:
+// the lab notices a consumer it did not start by its name.
+func (fl *fleets) consumerName(strategy string, i int) string {
+	return fmt.Sprintf("bench-%s-%s-%d", fl.id, strategy, i+1)
 }
 
 // inProcess reports whether the instances run in this process: when a
@@ -140,6 +151,7 @@ func (fl *fleets) startInProcess(ctx context.Context, strategy string) (_ *fleet
 	var (
 		insts []*instance
 		files []*os.File
+		names []string
 	)
 	stop := func() error {
 		var errs []error
@@ -164,7 +176,10 @@ func (fl *fleets) startInProcess(ctx context.Context, strategy string) (_ *fleet
 			return nil, err
 		}
 		files = append(files, f)
-		inst, err := startInstance(cfg, fl.b, slog.New(slog.NewTextHandler(f, nil)))
+		icfg := cfg
+		icfg.consumer.name = fl.consumerName(strategy, i)
+		names = append(names, icfg.consumer.name)
+		inst, err := startInstance(icfg, fl.b, slog.New(slog.NewTextHandler(f, nil)))
 		if err != nil {
 			return nil, fmt.Errorf("instance %d (log %s): %w", i+1, f.Name(), err)
 		}
@@ -180,7 +195,7 @@ func (fl *fleets) startInProcess(ctx context.Context, strategy string) (_ *fleet
 	for i, inst := range insts {
 		urls[i] = inst.URL
 	}
-	return &fleet{urls: urls, stop: stop}, nil
+	return &fleet{urls: urls, consumers: names, stop: stop}, nil
 }
 
 // startProcesses starts the instances as child processes of the server
@@ -202,7 +217,10 @@ func (fl *fleets) startProcesses(ctx context.Context, strategy string) (_ *fleet
 	}
 	args := append([]string{"serve"}, fl.serveArgs(strategy)...)
 	args = append(args, "--redis", fl.b.redisURL, "--redis-prefix", fl.b.prefix, "--db", fl.b.dbURL)
-	var procs []*lab.Process
+	var (
+		procs []*lab.Process
+		names []string
+	)
 	stop := func() error {
 		var errs []error
 		for _, p := range procs {
@@ -211,7 +229,8 @@ func (fl *fleets) startProcesses(ctx context.Context, strategy string) (_ *fleet
 		return errors.Join(errs...)
 	}
 	for i := range fl.cfg.instances {
-		cmd := exec.Command(exe, args...)
+		names = append(names, fl.consumerName(strategy, i))
+		cmd := exec.Command(exe, append(args, "--consumer-name", names[i])...)
 		cmd.Env = env
 		p, err := lab.StartProcess(ctx, cmd, filepath.Join(fl.logDir, fmt.Sprintf("%s-%d.log", strategy, i+1)), fl.cfg.startup)
 		if err != nil {
@@ -224,5 +243,5 @@ func (fl *fleets) startProcesses(ctx context.Context, strategy string) (_ *fleet
 	for i, p := range procs {
 		urls[i] = p.URL
 	}
-	return &fleet{urls: urls, stop: stop}, nil
+	return &fleet{urls: urls, consumers: names, stop: stop}, nil
 }

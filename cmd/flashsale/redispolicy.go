@@ -19,25 +19,19 @@ const (
 	policyEvery   = 10 * time.Second
 )
 
-// checkEvictionPolicy refuses a Redis that may evict keys when full, and
-// warns loudly when it cannot tell (CONFIG disabled or renamed, as on some
-// managed services).
-//
-// Only noeviction is accepted. The allkeys-* policies evict the gate's
-// keys (a lost buyers hash sells a buyer twice, a lost stream loses
-// accepted orders). The volatile-* policies leave the gate's keys alone,
-// as they have no TTL, but evict what has one: a held lock's key (two
-// holders), an order's pointer (the order cannot be found until it is
-// persisted) and rate-limit state; a policy that is safe only for one
-// strategy is refused for all, so that switching --strategy never makes a
-// deployment unsafe. Under noeviction a full Redis refuses writes, which
-// the service answers with 503 and Retry-After and no partial write.
-//
-// The check reads every node the client knows at start (the primary,
-// behind Sentinel; every master and replica of a cluster);
-// watchEvictionPolicy reads the primary again every policyEvery, so a
-// replica promoted later (or a CONFIG SET) with another policy is logged.
+// checkEvictionPolicy refuses a Redis, any node the client knows, whose
+// maxmemory-policy is not noeviction, and warns loudly when it cannot tell
+// (CONFIG disabled or renamed, as on some managed services).
+// watchEvictionPolicy checks the primary again every policyEvery.
 func checkEvictionPolicy(ctx context.Context, client rueidis.Client, log *slog.Logger) error {
+	// The allkeys-* policies evict the gate's keys (a lost buyers hash
+	// sells a buyer twice, a lost stream loses accepted orders). The
+	// volatile-* policies evict what has a TTL: a held lock's key (two
+	// holders), an order's pointer, an idempotency key's answer,
+	// rate-limit state. A policy safe for one strategy only is refused for
+	// all, so that switching --strategy never makes a deployment unsafe.
+	// Under noeviction a full Redis refuses writes, which the service
+	// answers with 503 and Retry-After and no partial write.
 	ctx, cancel := context.WithTimeout(ctx, policyTimeout)
 	defer cancel()
 	nodes := client.Nodes()
@@ -71,28 +65,15 @@ func checkEvictionPolicy(ctx context.Context, client rueidis.Client, log *slog.L
 // serves. Where CONFIG is refused it stays quiet (the start-up check said
 // so). The returned func stops the watch and waits for it.
 func watchEvictionPolicy(client rueidis.Client, log *slog.Logger) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(policyEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			cctx, ccancel := context.WithTimeout(ctx, policyTimeout)
-			cfg, err := client.Do(cctx, client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
-			ccancel()
-			if policy := cfg["maxmemory-policy"]; err == nil && policy != "" && policy != "noeviction" {
-				log.Error("REDIS MAY EVICT: the current Redis primary's maxmemory-policy is "+policy+", not noeviction (a promoted replica configured unlike the old primary, or a CONFIG SET?); it can evict "+evictable(policy)+"; set maxmemory-policy noeviction",
-					"policy", policy)
-			}
+	return every(policyEvery, func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, policyTimeout)
+		defer cancel()
+		cfg, err := client.Do(ctx, client.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+		if policy := cfg["maxmemory-policy"]; err == nil && policy != "" && policy != "noeviction" {
+			log.Error("REDIS MAY EVICT: the current Redis primary's maxmemory-policy is "+policy+", not noeviction (a promoted replica configured unlike the old primary, or a CONFIG SET?); it can evict "+evictable(policy)+"; set maxmemory-policy noeviction",
+				"policy", policy)
 		}
-	}()
-	return func() { cancel(); <-done }
+	})
 }
 
 // evictable says what a policy other than noeviction can evict.

@@ -136,8 +136,11 @@ func (c *serveConfig) validate() error {
 	if c.raceWindow < 0 {
 		return errors.New("--race-window must not be negative")
 	}
-	if c.lockWait <= 0 || c.shutdownFor <= 0 || c.expireEvery <= 0 {
-		return errors.New("--lock-wait, --shutdown-timeout and --expire-every must be positive")
+	if c.lockWait <= 0 || c.shutdownFor <= 0 {
+		return errors.New("--lock-wait and --shutdown-timeout must be positive")
+	}
+	if c.expireEvery <= 0 {
+		return errors.New("--expire-every must be positive")
 	}
 	if _, err := c.payments.secret(); err != nil {
 		return err

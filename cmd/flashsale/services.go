@@ -81,7 +81,11 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 		return nil, err
 	}
 	acfg := async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log, Durability: cfg.durability.config()}
-	acfg.Lifecycle = lifecycle.New(b.db, lifecycle.Config{Restocker: async.Returns(b.redis, acfg), Logger: log})
+	restock, err := withFaults(async.Returns(b.redis, acfg))
+	if err != nil {
+		return nil, err
+	}
+	acfg.Lifecycle = lifecycle.New(b.db, lifecycle.Config{Restocker: restock, Logger: log})
 	svc, err := async.NewService(b.redis, b.db, acfg)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,17 +22,13 @@ func TestShardedInstanceKilledMidSale(t *testing.T) {
 	r, _ := clusterRig(t, testenv.WithoutReplicas())
 	a, b := r.serve(true), r.serve(true)
 	r.createShards(a.URL, stock, shards)
-	var mu sync.Mutex
-	live := []string{a.URL, b.URL}
-	targets := func() []string { mu.Lock(); defer mu.Unlock(); return live }
+	live := newTargets(a.URL, b.URL)
 	s := &sale{accepted: map[int64]int64{}, codes: map[string]int{}}
-	r.buy(s, userRange(1, users), targets, stock/3, func() {
+	r.buy(s, userRange(1, users), live.get, stock/3, func() {
 		b.Kill()
-		mu.Lock()
-		live = []string{a.URL}
-		mu.Unlock()
+		live.set(a.URL)
 	})
-	r.buy(s, userRange(1, users), targets, stock+1, nil)
+	r.buy(s, userRange(1, users), live.get, stock+1, nil)
 	r.checkStock(s, stock)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

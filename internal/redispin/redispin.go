@@ -1,24 +1,34 @@
-// Package redispin wraps a rueidis client so that a command it may retry
-// is never reused while a broken connection still reads it.
+// Package redispin wraps a rueidis client so that rueidis never puts a
+// command it may retry back in its pool: a command a broken connection
+// may still read is never reused. It costs, for retryable commands only,
+// the one allocation the pool would have saved.
+package redispin
+
+// What rueidis v1.0.79 does, to check in a new release:
 //
-// rueidis (v1.0.79) builds commands in pooled buffers and puts a command
-// back in the pool once Do answers it without a network error. A
-// retryable command (read-only, or marked retryable, as the lock's
-// idempotent scripts are) that was taken by a connection which then broke
-// is answered with that error by the connection's reader, retried on
-// another connection, answered there, and recycled, while the broken
-// connection's writer goroutine may still be reading it: nothing orders
-// that read before the recycling. The race detector reports it
-// (TestRetriedCommandsAreNotRecycled, run on the client unwrapped, failed
-// one run in two, with 12 reports), and a buffer reused by then is what
-// the dead connection would write. A pinned command is never put back,
-// so the late read sees the command it took; it costs the one allocation
-// the pool would have saved, and only for retryable commands.
+//   - singleClient.Do (client.go) retries a retryable command (read-only,
+//     or ToRetryable, as Lua scripts made with NewLuaScriptRetryable are)
+//     after a network error, and once a try is answered without one calls
+//     cmds.PutCompleted: the command's buffer goes back to a sync.Pool and
+//     the next Builder writes into it. singleClient.DoMulti does the same
+//     for a batch of retryable commands.
+//   - The connection that broke may still read the command: its writer
+//     (pipe._backgroundWrite, pipe.go) takes it from the ring
+//     (ring.NextWriteCmd, which releases the slot) and then reads
+//     cmd.Commands(), while its cleanup (pipe._background) answers that
+//     slot with the connection's error (ring.NextResultCh) before the
+//     writer has exited. Nothing orders that read before the reuse.
+//
+// So -race reports cmds.(*Completed).Commands in _backgroundWrite against
+// a Builder or cmds.Put, and the dead connection may write another
+// command's arguments. A pinned command (Completed.Pin) is never put
+// back. TestRueidisStillRecyclesRetriedCommands reproduces the race on an
+// unwrapped client and fails once rueidis no longer has it; Wrap can go
+// then.
 //
 // Wrap covers Do and DoMulti, and the node clients of Nodes, through which
 // Lua's ExecMulti sends its SCRIPT LOAD. A dedicated connection retries
 // only while it is up, so Dedicated and Dedicate need nothing.
-package redispin
 
 import (
 	"context"

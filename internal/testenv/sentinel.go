@@ -34,13 +34,13 @@ const (
 // Sentinel knows the replica and the other Sentinels (a failover is
 // possible) and the replica has finished its first sync. opts apply to
 // both data nodes.
-//
-// The wait for the sync matters: a replica in its first sync (which takes
-// repl-diskless-sync-delay, 5s, and more) reports
-// master_link_down_since_seconds:-1, which Sentinel (7.0) takes as a
-// healthy link, so a primary killed then is replaced by an empty replica.
 func StartSentinelSet(t testing.TB, opts ...ServerOption) *SentinelSet {
 	t.Helper()
+	// The wait for the sync matters: a replica in its first sync (which
+	// takes repl-diskless-sync-delay, 5s, and more) reports
+	// master_link_down_since_seconds:-1, which Sentinel (7.0) takes as a
+	// healthy link, so a primary killed then is replaced by an empty
+	// replica.
 	s := &SentinelSet{name: "fs-" + Unique()}
 	for i := range s.nodes {
 		var base []ServerOption

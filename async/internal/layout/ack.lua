@@ -29,6 +29,9 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
     local user, order, q = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
     if redis.call('HEXISTS', KEYS[4], order) == 0 and redis.call('HSETNX', KEYS[3], user, q .. ':' .. order) == 1 then
       recorded = recorded + 1
+      if (tonumber(redis.call('HGET', KEYS[2], 'limit')) or 1) > 1 then
+        redis.call('HINCRBY', KEYS[2], 'orders', 1)
+      end
       local stock = tonumber(redis.call('HGET', KEYS[2], 'stock'))
       if stock > 0 then
         redis.call('HINCRBY', KEYS[2], 'stock', -math.min(q, stock))

@@ -34,6 +34,8 @@
 //	<prefix>epoch           random id written when Redis is found empty
 //	<prefix>{e<n>}:epoch    on Redis Cluster, the same for the master that owns the slot of {e<n>}
 //	<prefix>epochs          stream: the data losses services noticed (the FieldLoss… fields)
+//	<prefix>owner           the database this prefix belongs to: JSON, written once (SET NX)
+//	<prefix>alive:<group>:<consumer>  a consumer's heartbeat, expires unless renewed
 //
 // A new key gets its name here, under the voucher's hash tag when a script
 // touches it with the voucher's other keys.
@@ -118,6 +120,16 @@ func (k Keyspace) Retiring() string { return k.prefix + "retiring" }
 // stream of the losses services noticed.
 func (k Keyspace) Epoch() string  { return k.prefix + "epoch" }
 func (k Keyspace) Epochs() string { return k.prefix + "epochs" }
+
+// Owner returns the key of the claim on the prefix: which system of
+// record (database) the keys under it belong to.
+func (k Keyspace) Owner() string { return k.prefix + "owner" }
+
+// Heartbeat returns the key of a consumer's heartbeat in a group: it
+// exists while the consumer lives.
+func (k Keyspace) Heartbeat(group, consumer string) string {
+	return k.prefix + "alive:" + group + ":" + consumer
+}
 
 // NodeEpoch returns the key of the n-th per-master epoch of Redis Cluster;
 // the gate picks, per master, the first n whose slot that master owns.

@@ -35,8 +35,9 @@ var (
 // lost, Stock + Held = InitialStock.
 type Snapshot struct {
 	Loaded bool // false: not in Redis, the rest is zero
-	// Held is the units the buyers' live orders hold.
-	Stock, InitialStock, Held int
+	// Held is the units the buyers' live orders hold, Orders those
+	// orders.
+	Stock, InitialStock, Held, Orders int
 }
 
 // ReadSnapshots reads the snapshot of each set of keys, in one round trip.
@@ -51,8 +52,8 @@ func ReadSnapshots(ctx context.Context, client rueidis.Client, vks []VoucherKeys
 		switch {
 		case err != nil:
 			return nil, err
-		case len(v) == 3:
-			out[i] = Snapshot{Loaded: true, Stock: int(v[0]), InitialStock: int(v[1]), Held: int(v[2])}
+		case len(v) == 4:
+			out[i] = Snapshot{Loaded: true, Stock: int(v[0]), InitialStock: int(v[1]), Held: int(v[2]), Orders: int(v[3])}
 		case len(v) != 0:
 			return nil, fmt.Errorf("snapshot.lua answered %v", v)
 		}
@@ -89,6 +90,7 @@ func ReadSnapshot(ctx context.Context, client rueidis.Client, k Keyspace, vouche
 		sum.Stock += s.Stock + moving
 		sum.InitialStock += s.InitialStock + moving
 		sum.Held += s.Held
+		sum.Orders += s.Orders
 	}
 	return sum, nil
 }

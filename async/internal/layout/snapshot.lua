@@ -1,18 +1,21 @@
 -- snapshot.lua reads a voucher's live figures in one step: stock left,
--- initial stock and the units its buyers hold. With nothing sold twice
--- and no buyer lost, stock + held = initial at every instant.
+-- initial stock, the units its buyers hold and their live orders. With
+-- nothing sold twice and no buyer lost, stock + held = initial at every
+-- instant.
 --
 -- KEYS[1] meta hash, KEYS[2] buyers hash
 --
--- Returns {stock, initial, held}, or {} when the voucher is not loaded.
-local m = redis.call('HMGET', KEYS[1], 'stock', 'initial', 'limit')
+-- Returns {stock, initial, held, orders}, or {} when the voucher is not
+-- loaded.
+local m = redis.call('HMGET', KEYS[1], 'stock', 'initial', 'limit', 'orders')
 if not m[1] then
   return {}
 end
--- With a limit of 1 every buyer holds one unit: HLEN is the sum, without
--- reading every buyer.
+-- With a limit of 1 every buyer holds one order of one unit: HLEN is both
+-- sums, without reading every buyer.
 if (tonumber(m[3]) or 1) == 1 then
-  return {tonumber(m[1]), tonumber(m[2]), redis.call('HLEN', KEYS[2])}
+  local buyers = redis.call('HLEN', KEYS[2])
+  return {tonumber(m[1]), tonumber(m[2]), buyers, buyers}
 end
 local held = 0
 for _, v in ipairs(redis.call('HVALS', KEYS[2])) do
@@ -23,4 +26,4 @@ for _, v in ipairs(redis.call('HVALS', KEYS[2])) do
     held = held + 1
   end
 end
-return {tonumber(m[1]), tonumber(m[2]), held}
+return {tonumber(m[1]), tonumber(m[2]), held, tonumber(m[4]) or 0}
