@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,19 +30,50 @@ var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{
 // long enough to show them, and each run's latency distribution. Its
 // figures are the report's own, as WriteJSON writes them, rounded for
 // reading (each exact one in its cell's data-value).
+//
+// A report with a Lifecycle report (flashsale demo's sales with a payment
+// window) ends with that one's setup, audit table and verdicts.
 func WriteHTML(w io.Writer, rep Report) error {
 	seconds, short := secondsChart(rep.Runs)
 	data := struct {
 		Generated string
 		Setup     []setupItem
-		Rows      []Row
+		Audit     auditTable
 		Verdicts  []string
 		Rates     bars
 		Seconds   *chart   // nil: no run lasted minSeconds whole seconds
 		Short     []string // the runs Seconds leaves out
 		Latency   chart
-	}{time.Now().UTC().Format(time.RFC3339), rep.Setup.items(), rep.Runs, Verdicts(rep.Runs), rateBars(rep.Runs), seconds, short, latencyChart(rep.Runs)}
+		Second    *secondReport
+	}{time.Now().UTC().Format(time.RFC3339), rep.Setup.items(), newAuditTable("audit", rep.Runs), Verdicts(rep.Runs), rateBars(rep.Runs),
+		seconds, short, latencyChart(rep.Runs), nil}
+	if l := rep.Lifecycle; l != nil {
+		data.Second = &secondReport{Title: l.Setup.Sale(), Setup: l.Setup.items(), Audit: newAuditTable("lifecycle-audit", l.Runs), Verdicts: Verdicts(l.Runs)}
+	}
 	return reportPage.Execute(w, data)
+}
+
+// auditTable is the report's table of rows; with Life, the lifecycle
+// columns too, and with Rules (orders of several units, or a limit per
+// buyer above 1) the orders and the most units a buyer holds.
+type auditTable struct {
+	ID          string
+	Rows        []Row
+	Life, Rules bool
+}
+
+func newAuditTable(id string, rows []Row) auditTable {
+	return auditTable{ID: id, Rows: rows,
+		Life:  slices.ContainsFunc(rows, func(r Row) bool { return r.Lifecycle != nil }),
+		Rules: slices.ContainsFunc(rows, func(r Row) bool { return r.Units != r.Orders || r.LimitPerBuyer > 1 })}
+}
+
+// secondReport is a Report's Lifecycle report, on the same page.
+type secondReport struct {
+	Title    string
+	Setup    []setupItem
+	Audit    auditTable
+	Verdicts []string
 }
 
 func optional(n *int) string {

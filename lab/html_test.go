@@ -204,3 +204,31 @@ func TestHTMLRoundsForReading(t *testing.T) {
 		}
 	}
 }
+
+// TestHTMLShowsTheOrdersLife: rows with a payment window get the
+// lifecycle columns (a payment after close marked), and a report's
+// Lifecycle report (the demo's second set of sales) follows the first on
+// the page with its setup, table and verdicts.
+func TestHTMLShowsTheOrdersLife(t *testing.T) {
+	setup := sampleSetup()
+	setup.PaymentWindowSeconds, setup.PayRatio, setup.CancelRatio, setup.SaleDuration = 2, 0.8, 0.1, "30s"
+	page := writeHTML(t, lab.Report{Setup: sampleSetup(), Runs: sampleRows(), Lifecycle: &lab.Report{Setup: setup, Runs: lifecycleRows()}})
+	first, second := section(page, `id="audit"`), page[strings.Index(page, `id="second"`):]
+	if strings.Contains(first, "paid_after_close") {
+		t.Error("the first table, without a payment window, has the lifecycle columns")
+	}
+	text := html.UnescapeString(second)
+	for _, want := range []string{
+		"payment window 2s: 80% of orders paid, 10% cancelled, 10% never paid",
+		`<td data-field="paid_units">9</td>`, `<td data-field="unpaid_units">1</td>`,
+		`<td data-field="paid_after_close" class="bad">1</td>`,
+		"batch: 1 orders paid after they closed",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the second report lacks %q", want)
+		}
+	}
+	if n := strings.Count(second, `<tr class="exact">`); n != 2 {
+		t.Errorf("%d exact rows in the second table, want 2", n)
+	}
+}

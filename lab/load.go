@@ -29,9 +29,18 @@ type Load struct {
 	// one request each, as a load balancer does.
 	Targets []string
 	Shots   []Shot
-	// NewRequest builds one request of user for target; see OrderRequest
-	// and HealthzRequest.
-	NewRequest func(ctx context.Context, target string, user int64) (*http.Request, error)
+	// More, when set, is asked for the next wave of shots once every shot
+	// before it was sent (not answered); nil or none ends the run. The open
+	// model's schedule starts again with each wave, so a pause More takes
+	// between waves is not counted as latency.
+	More func(ctx context.Context) []Shot
+	// NewRequest builds one request of the shot for target; see
+	// OrderRequest and HealthzRequest.
+	NewRequest func(ctx context.Context, target string, shot Shot) (*http.Request, error)
+	// Accepted, when set, is told of every accepted answer that names an
+	// order, after it is recorded, on the request's goroutine: it must
+	// not block.
+	Accepted func(shot Shot, orderID int64)
 	// Concurrency bounds the requests in flight; at least 2 when a shot is
 	// a double click.
 	Concurrency int
@@ -82,7 +91,12 @@ func (l *Load) validate() error {
 	case l.Rate < 0:
 		return fmt.Errorf("lab: rate must not be negative, got %g", l.Rate)
 	}
-	for _, s := range l.Shots {
+	return l.validateShots(l.Shots)
+}
+
+// validateShots checks shots' clicks.
+func (l *Load) validateShots(shots []Shot) error {
+	for _, s := range shots {
 		if s.Clicks < 1 || s.Clicks > 2 {
 			return fmt.Errorf("lab: a shot has %d clicks; want 1 or 2", s.Clicks)
 		}
@@ -93,8 +107,9 @@ func (l *Load) validate() error {
 	return nil
 }
 
-// Run sends every shot and waits for the answers. It stops sending when
-// ctx ends and returns what was answered so far with ctx's error.
+// Run sends every shot, and every wave More gives, and waits for the
+// answers. It stops sending when ctx ends and returns what was answered so
+// far with ctx's error.
 func (l *Load) Run(ctx context.Context) (*Result, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
@@ -110,32 +125,54 @@ func (l *Load) Run(ctx context.Context) (*Result, error) {
 	if r.progress == nil {
 		r.progress = nopProgress{}
 	}
-	var interval time.Duration
-	if l.Rate > 0 {
-		interval = time.Duration(float64(time.Second) / l.Rate)
-	}
-	start := time.Now()
 	sent := 0
-	for _, shot := range l.Shots {
-		var due time.Time // the open model's scheduled send time
-		if l.Rate > 0 {
-			due = start.Add(time.Duration(sent) * interval)
-			if err := sleepUntil(ctx, due); err != nil {
-				break
-			}
-		}
-		if err := acquire(ctx, r.slots, shot.Clicks); err != nil {
+	var err error
+	for shots := l.Shots; len(shots) > 0; {
+		sent += r.wave(shots, sent)
+		if l.More == nil || ctx.Err() != nil {
 			break
 		}
-		r.fire(shot, due, sent)
-		sent += shot.Clicks
+		shots = l.More(ctx)
+		if err = l.validateShots(shots); err != nil {
+			break
+		}
+		if g, ok := r.progress.(interface{ Grow(n int) }); ok {
+			g.Grow(countRequests(shots))
+		}
 	}
 	r.wg.Wait()
-	res := r.rec.result(sent, time.Since(start))
+	res := r.rec.result(sent, time.Since(r.start))
 	if ctx.Err() != nil {
 		return res, context.Cause(ctx)
 	}
-	return res, nil
+	return res, err
+}
+
+// wave sends shots, the first of them the seq-th request of the run, on
+// the open model's schedule from now, and returns how many requests it
+// sent; it stops when the run's context ends.
+func (r *run) wave(shots []Shot, seq int) int {
+	var interval time.Duration
+	if r.Rate > 0 {
+		interval = time.Duration(float64(time.Second) / r.Rate)
+	}
+	start := time.Now()
+	sent := 0
+	for _, shot := range shots {
+		var due time.Time // the open model's scheduled send time
+		if r.Rate > 0 {
+			due = start.Add(time.Duration(sent) * interval)
+			if err := sleepUntil(r.ctx, due); err != nil {
+				break
+			}
+		}
+		if err := acquire(r.ctx, r.slots, shot.Clicks); err != nil {
+			break
+		}
+		r.fire(shot, due, seq+sent)
+		sent += shot.Clicks
+	}
+	return sent
 }
 
 // run is one Run of a Load.
@@ -188,18 +225,21 @@ func (r *run) fire(shot Shot, due time.Time, seq int) {
 		ready.Add(1)
 		r.wg.Go(func() {
 			defer func() { <-r.slots }()
-			req, err := r.NewRequest(r.ctx, target, shot.User)
+			req, err := r.NewRequest(r.ctx, target, shot)
 			ready.Done()
 			<-release
-			a := answer{user: shot.User, err: err}
+			a := answer{user: shot.User, units: shot.Units(), err: err}
 			if err == nil {
-				a = send(r.client, req, shot.User, due)
+				a = send(r.client, req, shot, due)
 			}
 			if r.Orders && a.err == nil && a.code == "" && a.orderID == 0 {
 				a.err = errNoOrderID
 			}
 			r.watch(target, a)
 			r.rec.add(a)
+			if r.Accepted != nil && a.err == nil && a.code == "" && a.orderID != 0 {
+				r.Accepted(shot, a.orderID)
+			}
 			r.progress.Add(1)
 		})
 	}
@@ -209,12 +249,12 @@ func (r *run) fire(shot Shot, due time.Time, seq int) {
 
 // send sends req and reads its answer. Latency runs from due, or from now
 // when due is zero.
-func send(client *http.Client, req *http.Request, user int64, due time.Time) answer {
+func send(client *http.Client, req *http.Request, shot Shot, due time.Time) answer {
 	from := due
 	if from.IsZero() {
 		from = time.Now()
 	}
-	a := answer{user: user, sent: true}
+	a := answer{user: shot.User, units: shot.Units(), sent: true}
 	resp, err := client.Do(req)
 	if err != nil {
 		a.err = err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -351,5 +353,57 @@ func TestLoadStopsWhenCancelled(t *testing.T) {
 	res, err := l.Run(ctx)
 	if !errors.Is(err, context.Canceled) || res == nil || res.Requests >= 1000 || res.Requests < 10 {
 		t.Fatalf("Run = %+v, %v; want a partial result and context.Canceled", res, err)
+	}
+}
+
+// TestLoadWaves: once its shots are sent the Load asks More for the next
+// wave until it gives none, tells Accepted of every accepted order, and
+// sends each shot's quantity as the body; it counts every wave's answers
+// in one Result.
+func TestLoadWaves(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		bodies = map[string]int{}
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies[string(b)]++
+		mu.Unlock()
+		if u := userOf(r); u%2 == 0 {
+			fmt.Fprintf(w, `{"order_id":"%d","status":"awaiting_payment"}`, 1000+u)
+			return
+		}
+		w.WriteHeader(http.StatusConflict)
+		fmt.Fprint(w, `{"error":{"code":"sold_out"}}`)
+	}))
+	defer srv.Close()
+	waves := 0
+	var accepted []int64
+	l := &lab.Load{Targets: []string{srv.URL}, Shots: []lab.Shot{{User: 1, Clicks: 1}, {User: 2, Clicks: 2, Quantity: 2}},
+		NewRequest: lab.OrderRequest(42, token), Concurrency: 2, Orders: true, Rate: 1000,
+		More: func(ctx context.Context) []lab.Shot {
+			if waves++; waves > 2 {
+				return nil
+			}
+			return []lab.Shot{{User: 3, Clicks: 1, Quantity: 3}, {User: 4, Clicks: 1}}
+		},
+		Accepted: func(shot lab.Shot, id int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			accepted = append(accepted, id)
+		}}
+	res, err := l.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(accepted)
+	if res.Requests != 7 || res.Accepted != 4 || res.Rejected["sold_out"] != 3 || waves != 3 ||
+		!slices.Equal(accepted, []int64{1002, 1002, 1004, 1004}) || !slices.Equal(res.TurnedAway, []int64{1, 3}) ||
+		res.TurnedAwayUnits[1] != 1 || res.TurnedAwayUnits[3] != 3 {
+		t.Errorf("result %+v, waves %d, accepted %v", res, waves, accepted)
+	}
+	if want := map[string]int{"": 3, `{"quantity":2}`: 2, `{"quantity":3}`: 2}; !maps.Equal(bodies, want) {
+		t.Errorf("bodies %v, want %v", bodies, want)
 	}
 }

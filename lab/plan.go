@@ -6,10 +6,30 @@ import (
 )
 
 // Shot is one buyer's click, or double click: Clicks requests of User sent
-// at the same instant, none waiting for another's answer.
+// at the same instant, none waiting for another's answer, each asking for
+// Quantity units.
 type Shot struct {
 	User   int64
 	Clicks int // 1 or 2
+	// Quantity is the units each click asks for; 0 sends no body, which
+	// the servers take as 1.
+	Quantity int
+}
+
+// Units returns Quantity, or 1 when it is 0.
+func (s Shot) Units() int { return max(s.Quantity, 1) }
+
+// Quantities gives each shot a quantity drawn uniformly from 1..most by
+// seed (the same arguments always give the same quantities); with most 1
+// or less the shots keep Quantity 0, and their requests send no body.
+func Quantities(shots []Shot, most int, seed uint64) {
+	if most <= 1 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(most)<<32|uint64(len(shots))))
+	for i := range shots {
+		shots[i].Quantity = 1 + rng.IntN(most)
+	}
 }
 
 // Plan returns the shots of a sale: requests order attempts spread evenly

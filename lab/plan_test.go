@@ -62,3 +62,31 @@ func TestPlanRejectsBadSizes(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantities: a seed fixes the quantities, each within 1..most, all of
+// them drawn; most 1 leaves the shots without one (no body).
+func TestQuantities(t *testing.T) {
+	draw := func(most int) []lab.Shot {
+		shots, err := lab.Plan(50, 200, 0.25, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lab.Quantities(shots, most, 3)
+		return shots
+	}
+	seen := map[int]bool{}
+	for _, s := range draw(3) {
+		if s.Quantity < 1 || s.Quantity > 3 || s.Units() != s.Quantity {
+			t.Fatalf("shot %+v, want a quantity of 1 to 3", s)
+		}
+		seen[s.Quantity] = true
+	}
+	if len(seen) != 3 || !slices.Equal(draw(3), draw(3)) {
+		t.Errorf("quantities seen %v, want 1, 2 and 3, the same for the same seed", seen)
+	}
+	for _, s := range draw(1) {
+		if s.Quantity != 0 || s.Units() != 1 {
+			t.Fatalf("shot %+v with --quantity-max 1, want no quantity", s)
+		}
+	}
+}

@@ -100,6 +100,14 @@ func (d *display) status() string {
 	return s
 }
 
+// Grow adds n requests to the run's total: a wave the run did not plan
+// from the start.
+func (d *display) Grow(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.total += n
+}
+
 func (d *display) Finish() {
 	d.mu.Lock()
 	defer d.mu.Unlock()

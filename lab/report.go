@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -24,8 +23,13 @@ type Row struct {
 	Accepted int            `json:"accepted"`
 	Rejected map[string]int `json:"rejected"`
 	Errors   int            `json:"errors"`
-	// From MySQL and Redis (see Findings).
+	// From MySQL and Redis (see Findings). DuplicateBuyers counts the
+	// buyers past LimitPerBuyer, the voucher's limit (with a limit of 1,
+	// those holding two orders).
 	Orders          int  `json:"orders"`
+	Units           int  `json:"units"`
+	LimitPerBuyer   int  `json:"limit_per_buyer"`
+	MaxBuyerUnits   int  `json:"max_buyer_units"`
 	DistinctBuyers  int  `json:"distinct_buyers"`
 	DuplicateBuyers int  `json:"duplicate_buyers"`
 	RemainingDB     int  `json:"remaining_db"`
@@ -34,6 +38,9 @@ type Row struct {
 	Lost            int  `json:"lost"`
 	Undersold       int  `json:"undersold"`
 	StockDrift      int  `json:"stock_drift"`
+	// Lifecycle is what became of the orders of a sale with a payment
+	// window; null without one.
+	Lifecycle *Lifecycle `json:"lifecycle"`
 	// Speed: answered requests per second and latency in ms, and the
 	// answered requests per second of the same requests on GET /healthz,
 	// closed loop.
@@ -58,15 +65,22 @@ func (r *Row) setLoad(res *Result) {
 }
 
 func (r *Row) setFindings(f Findings) {
-	r.Orders, r.DistinctBuyers, r.DuplicateBuyers = f.Orders, f.DistinctBuyers, f.DuplicateBuyers
+	r.Orders, r.Units, r.MaxBuyerUnits = f.Orders, f.Units, f.MaxBuyerUnits
+	r.DistinctBuyers, r.DuplicateBuyers = f.DistinctBuyers, f.DuplicateBuyers
 	r.RemainingDB, r.RemainingRedis = f.RemainingDB, f.RemainingRedis
 	r.Oversold, r.Lost, r.Undersold, r.StockDrift = f.Oversold, f.Lost, f.Undersold, f.StockDrift
+	r.Lifecycle = f.Lifecycle
+}
+
+// findings returns the row's audit.
+func (r *Row) findings() Findings {
+	return Findings{Orders: r.Orders, Units: r.Units, MaxBuyerUnits: r.MaxBuyerUnits, DistinctBuyers: r.DistinctBuyers,
+		DuplicateBuyers: r.DuplicateBuyers, RemainingDB: r.RemainingDB, RemainingRedis: r.RemainingRedis, Oversold: r.Oversold,
+		Lost: r.Lost, Undersold: r.Undersold, StockDrift: r.StockDrift, Lifecycle: r.Lifecycle}
 }
 
 // Exact reports whether the row's audit found nothing wrong.
-func (r *Row) Exact() bool {
-	return r.Oversold == 0 && r.DuplicateBuyers == 0 && r.Lost == 0 && r.Undersold == 0 && r.StockDrift == 0
-}
+func (r *Row) Exact() bool { return r.findings().Exact() }
 
 func round(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
@@ -84,18 +98,20 @@ func WriteJSON(w io.Writer, rep Report) error {
 }
 
 // WriteTable writes rows as a table that fits 100 columns: per run, what
-// judges a strategy — its orders for the stock, the audit's findings
-// (oversold, duplicate buyers, lost orders, undersold, stock drift), the
-// requests that got no answer, the rate and the p99 latency. Headings of
-// two words stand on two lines. WriteWideTable has every column.
+// judges a strategy — the units sold for the stock, the audit's findings
+// (oversold, buyers past the limit, lost orders, undersold, stock drift),
+// the requests that got no answer, the rate and the p99 latency. Headings
+// of two words stand on two lines. WriteWideTable has every column, and
+// WriteLifecycleTable what became of the orders of a sale with a payment
+// window.
 func WriteTable(w io.Writer, rows []Row) error {
 	width := strategyWidth(rows)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\t\t\t\tdup\tlost\t\tstock\t\t\tp99\t\n", width, "")
-	fmt.Fprintf(tw, "%-*s\torders\tstock\toversold\tbuyers\torders\tundersold\tdrift\terrors\trps\tms\t\n", width, "strategy")
+	fmt.Fprintf(tw, "%-*s\tsold\tstock\toversold\tbuyers\torders\tundersold\tdrift\terrors\trps\tms\t\n", width, "strategy")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%+d\t%d\t%.0f\t%.1f\t\n",
-			width, r.Strategy, r.Orders, r.Stock, r.Oversold, r.DuplicateBuyers, r.Lost, r.Undersold, r.StockDrift,
+			width, r.Strategy, r.Units, r.Stock, r.Oversold, r.DuplicateBuyers, r.Lost, r.Undersold, r.StockDrift,
 			r.Errors, r.RPS, r.P99Ms)
 	}
 	return tw.Flush()
@@ -112,23 +128,36 @@ func strategyWidth(rows []Row) int {
 }
 
 // WriteWideTable writes rows as one aligned table with every column: the
-// answers, the audit, the speed (with the rate as a share of the /healthz
-// ceiling) and, last, the refusals by code.
+// answers, the audit, what became of the orders when a row had a payment
+// window, the speed (with the rate as a share of the /healthz ceiling)
+// and, last, the refusals by code.
 func WriteWideTable(w io.Writer, rows []Row) error {
 	width := strategyWidth(rows)
+	lifecycle := slices.ContainsFunc(rows, func(r Row) bool { return r.Lifecycle != nil })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tinst\trequests\taccepted\trejected\terrors\t"+
-		"orders\tbuyers\tdup buyers\tleft db\tleft redis\toversold\tlost orders\tundersold\tstock drift\t"+
-		"rps\tceiling\tof ceiling\tp50 ms\tp90 ms\tp99 ms\tmax ms\t  rejected by code\n", width, "strategy")
+	heading := []string{"inst", "requests", "accepted", "rejected", "errors", "orders", "units", "buyers", "dup buyers", "buyer max",
+		"left db", "left redis", "oversold", "lost orders", "undersold", "stock drift"}
+	if lifecycle {
+		heading = append(heading, "paid units", "cancelled", "expired", "returned units", "resold units", "late", "paid after close", "unpaid")
+	}
+	heading = append(heading, "rps", "ceiling", "of ceiling", "p50 ms", "p90 ms", "p99 ms", "max ms")
+	fmt.Fprintf(tw, "%-*s\t%s\t  rejected by code\n", width, "strategy", strings.Join(heading, "\t"))
 	for _, r := range rows {
-		redis := "-"
-		if r.RemainingRedis != nil {
-			redis = strconv.Itoa(*r.RemainingRedis)
+		cells := []any{r.Instances, r.Requests, r.Accepted, total(r.Rejected), r.Errors, r.Orders, r.Units, r.DistinctBuyers,
+			r.DuplicateBuyers, r.MaxBuyerUnits, r.RemainingDB, optional(r.RemainingRedis), r.Oversold, r.Lost, r.Undersold,
+			fmt.Sprintf("%+d", r.StockDrift)}
+		if lc := r.Lifecycle; lc != nil {
+			cells = append(cells, lc.PaidUnits, lc.Cancelled, lc.Expired, lc.ReturnedUnits, lc.Resold, lc.Late, lc.PaidAfterClose, lc.Unpaid)
+		} else if lifecycle {
+			cells = append(cells, "-", "-", "-", "-", "-", "-", "-", "-")
 		}
-		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%+d\t%.0f\t%.0f\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t  %s\n",
-			width, r.Strategy, r.Instances, r.Requests, r.Accepted, total(r.Rejected), r.Errors,
-			r.Orders, r.DistinctBuyers, r.DuplicateBuyers, r.RemainingDB, redis, r.Oversold, r.Lost, r.Undersold, r.StockDrift,
-			r.RPS, r.CeilingRPS, percent(r.RPS, r.CeilingRPS), r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs, codes(r.Rejected))
+		cells = append(cells, fmt.Sprintf("%.0f", r.RPS), fmt.Sprintf("%.0f", r.CeilingRPS), percent(r.RPS, r.CeilingRPS),
+			fmt.Sprintf("%.1f", r.P50Ms), fmt.Sprintf("%.1f", r.P90Ms), fmt.Sprintf("%.1f", r.P99Ms), fmt.Sprintf("%.1f", r.MaxMs))
+		fmt.Fprintf(tw, "%-*s", width, r.Strategy)
+		for _, c := range cells {
+			fmt.Fprintf(tw, "\t%v", c)
+		}
+		fmt.Fprintf(tw, "\t  %s\n", codes(r.Rejected))
 	}
 	return tw.Flush()
 }

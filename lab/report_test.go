@@ -15,6 +15,7 @@ import (
 // brief lists them, plus voucher_id and stock.
 var documented = []string{
 	"strategy", "voucher_id", "instances", "stock", "requests", "accepted", "rejected", "errors", "orders",
+	"units", "limit_per_buyer", "max_buyer_units", "lifecycle", // the purchase rules and the order's life
 	"distinct_buyers", "duplicate_buyers", "remaining_db", "remaining_redis", "oversold", "lost",
 	"undersold", "stock_drift", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms", "ceiling_rps",
 	"elapsed_ms", "sold_out_ms", "throughput", "latency", // the series behind --html
@@ -24,6 +25,7 @@ var documented = []string{
 var documentedSetup = []string{
 	"mode", "targets", "instances", "redis", "db", "race_window", "stock", "shards", "users", "requests",
 	"double_clicks", "seed", "concurrency", "rate", "machine",
+	"quantity_max", "limit_per_buyer", "payment_window_seconds", "pay_ratio", "cancel_ratio", "sale_duration",
 }
 
 // sampleSetup is the setup of a bench against two running servers.
@@ -37,13 +39,13 @@ func sampleRows() []lab.Row {
 	zero := 0
 	return []lab.Row{
 		{Strategy: "naive", Instances: 3, Stock: 50, Requests: 900, Accepted: 120, Rejected: map[string]int{"duplicate_order": 780},
-			Orders: 120, DistinctBuyers: 120, RemainingDB: 20, Oversold: 70, StockDrift: -90, RPS: 1000, CeilingRPS: 4000},
+			Orders: 120, Units: 120, DistinctBuyers: 120, RemainingDB: 20, Oversold: 70, StockDrift: -90, RPS: 1000, CeilingRPS: 4000},
 		{Strategy: "optimistic", Instances: 3, Stock: 50, Requests: 900, Accepted: 20, Rejected: map[string]int{"sold_out": 880},
-			Orders: 20, DistinctBuyers: 20, RemainingDB: 30, Undersold: 30},
+			Orders: 20, Units: 20, DistinctBuyers: 20, RemainingDB: 30, Undersold: 30},
 		{Strategy: "conditional", Instances: 3, Stock: 50, Requests: 900, Accepted: 50, Rejected: map[string]int{"sold_out": 850},
-			Orders: 50, DistinctBuyers: 50},
+			Orders: 50, Units: 50, DistinctBuyers: 50},
 		{Strategy: "async", Instances: 3, Stock: 50, Requests: 900, Accepted: 50, Rejected: map[string]int{"sold_out": 850},
-			Orders: 50, DistinctBuyers: 50, RemainingRedis: &zero},
+			Orders: 50, Units: 50, DistinctBuyers: 50, RemainingRedis: &zero},
 	}
 }
 
@@ -94,7 +96,7 @@ func TestWriteTable(t *testing.T) {
 	}
 	for i, want := range [][]string{
 		{"dup", "lost", "stock", "p99"},
-		{"strategy", "orders", "stock", "oversold", "buyers", "orders", "undersold", "drift", "errors", "rps", "ms"},
+		{"strategy", "sold", "stock", "oversold", "buyers", "orders", "undersold", "drift", "errors", "rps", "ms"},
 		{"naive", "120", "50", "70", "0", "0", "0", "-90", "0", "1000", "0.0"},
 	} {
 		if got := strings.Fields(lines[i]); !slices.Equal(got, want) {
@@ -154,5 +156,123 @@ func TestVerdictsComeFromTheNumbers(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("verdicts lack %q:\n%s", want, got)
 		}
+	}
+}
+
+// lifecycleRows are rows of sales with a payment window: async sold
+// every unit, conditional's sale ended with one unpaid, and batch took a
+// payment after an order expired.
+func lifecycleRows() []lab.Row {
+	zero := 0
+	lc := func(paid, cancelled, expired, returned, resold, late, after, unpaid int, ended string) *lab.Lifecycle {
+		return &lab.Lifecycle{Payments: paid, PaymentUnits: paid, Cancels: cancelled, Late: late, Refused: map[string]int{}, Ended: ended, Waves: 12,
+			PaidUnits: paid, Cancelled: cancelled, Expired: expired, ReturnedUnits: returned, Resold: resold, Unpaid: unpaid, PaidAfterClose: after}
+	}
+	return []lab.Row{
+		{Strategy: "conditional", Instances: 2, Stock: 10, Requests: 400, Accepted: 14, Orders: 9, Units: 9, DistinctBuyers: 9, RemainingDB: 1,
+			LimitPerBuyer: 1, MaxBuyerUnits: 1, Lifecycle: lc(9, 1, 4, 5, 4, 1, 0, 1, lab.EndedSale), Series: lab.Series{ElapsedMs: 61000}},
+		{Strategy: "async", Instances: 2, Stock: 10, Requests: 300, Accepted: 13, Orders: 10, Units: 10, DistinctBuyers: 10, RemainingRedis: &zero,
+			LimitPerBuyer: 1, MaxBuyerUnits: 1, Lifecycle: lc(10, 1, 2, 3, 3, 0, 0, 0, lab.EndedPaid), Series: lab.Series{ElapsedMs: 4200}},
+		{Strategy: "batch", Instances: 2, Stock: 10, Requests: 300, Accepted: 13, Orders: 10, Units: 10, DistinctBuyers: 10,
+			LimitPerBuyer: 1, MaxBuyerUnits: 1, Lifecycle: lc(10, 1, 2, 3, 3, 0, 1, 0, lab.EndedPaid), Series: lab.Series{ElapsedMs: 4000}},
+	}
+}
+
+// TestWriteLifecycleTable: rows of sales with a payment window get a
+// second table, within 100 columns, of what became of their orders;
+// rows without one get none.
+func TestWriteLifecycleTable(t *testing.T) {
+	var none bytes.Buffer
+	if err := lab.WriteLifecycleTable(&none, sampleRows()); err != nil || none.Len() != 0 {
+		t.Fatalf("a lifecycle table of rows without a payment window: %v\n%s", err, none.String())
+	}
+	var buf bytes.Buffer
+	if err := lab.WriteLifecycleTable(&buf, lifecycleRows()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("table of %d lines, want 2 headings and 3 rows:\n%s", len(lines), buf.String())
+	}
+	for i, want := range [][]string{
+		{"paid", "returned", "resold", "paid", "after", "sale"},
+		{"strategy", "units", "stock", "cancelled", "expired", "units", "units", "late", "close", "unpaid", "s"},
+		{"conditional", "9", "10", "1", "4", "5", "4", "1", "0", "1", "61.0"},
+	} {
+		if got := strings.Fields(lines[i]); !slices.Equal(got, want) {
+			t.Errorf("line %d reads %q, want %q:\n%s", i, got, want, buf.String())
+		}
+	}
+	for _, l := range lines {
+		if len(l) > 100 {
+			t.Errorf("a line of %d columns, want at most 100: %q", len(l), l)
+		}
+	}
+}
+
+// TestLifecycleVerdicts: a payment after close is a problem; a sale that
+// ended with units unpaid is told, not blamed; every row says what became
+// of its orders.
+func TestLifecycleVerdicts(t *testing.T) {
+	got := strings.Join(lab.Verdicts(lifecycleRows()), "\n")
+	for _, want := range []string{
+		"batch: 1 orders paid after they closed (cancelled or expired).",
+		"exact: conditional (9 orders for 10 units), async (10 orders for 10 units): nothing oversold, one order per buyer, no accepted order lost, no stock drift, no payment after close.",
+		"conditional: 9 of 10 units paid (the sale ended: 1 unpaid) in 61.0 s; orders cancelled 1, expired 4: 5 units returned, 4 resold;",
+		"async: 10 of 10 units paid in 4.2 s;",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdicts lack %q:\n%s", want, got)
+		}
+	}
+	rows := lifecycleRows()
+	if rows[0].Exact() != true || rows[2].Exact() != false {
+		t.Errorf("exact: conditional %v, batch %v; want true and false", rows[0].Exact(), rows[2].Exact())
+	}
+}
+
+// TestWideTableWithLifecycle: the wide table has the lifecycle columns
+// when a row has a payment window, "-" in the rows without one.
+func TestWideTableWithLifecycle(t *testing.T) {
+	var buf bytes.Buffer
+	if err := lab.WriteWideTable(&buf, append(lifecycleRows(), sampleRows()[0])); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	for _, col := range []string{"units", "buyer max", "paid units", "cancelled", "expired", "returned units", "resold units", "late", "paid after close", "unpaid"} {
+		if !strings.Contains(lines[0], "  "+col+"  ") {
+			t.Errorf("the heading lacks %q: %s", col, lines[0])
+		}
+	}
+	if len(lines) != 5 {
+		t.Fatalf("table:\n%s", buf.String())
+	}
+	naive := strings.Fields(lines[4])
+	if i := slices.Index(naive, "-90"); i < 0 || !slices.Equal(naive[i+1:i+9], strings.Fields(strings.Repeat("- ", 8))) {
+		t.Errorf("the row without a payment window has no dashes under the lifecycle columns:\n%s", buf.String())
+	}
+}
+
+// TestWriteJSONLifecycle checks the keys of a run's lifecycle.
+func TestWriteJSONLifecycle(t *testing.T) {
+	var buf bytes.Buffer
+	if err := lab.WriteJSON(&buf, lab.Report{Setup: sampleSetup(), Runs: lifecycleRows()}); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Runs []struct {
+			Lifecycle map[string]any `json:"lifecycle"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"payments", "payment_units", "cancels", "late", "abandoned", "refused", "errors", "ended", "waves",
+		"paid_units", "cancelled", "expired", "returned_units", "resold_units", "unpaid_units", "paid_after_close"}
+	if got := slices.Sorted(maps.Keys(doc.Runs[0].Lifecycle)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("a lifecycle has keys %v, want %v", got, want)
+	}
+	if doc.Runs[2].Lifecycle["paid_after_close"] != 1.0 || doc.Runs[0].Lifecycle["ended"] != lab.EndedSale {
+		t.Errorf("lifecycles %v", doc.Runs)
 	}
 }

@@ -11,23 +11,31 @@ import (
 )
 
 // OrderRequest returns a Load.NewRequest that places an order for the
-// voucher as the user whose bearer token token returns:
-// POST /api/vouchers/{id}/orders.
-func OrderRequest(voucherID int64, token func(user int64) string) func(context.Context, string, int64) (*http.Request, error) {
+// voucher as the shot's user, whose bearer token token returns:
+// POST /api/vouchers/{id}/orders, with the body {"quantity": q} when the
+// shot asks for a Quantity.
+func OrderRequest(voucherID int64, token func(user int64) string) func(context.Context, string, Shot) (*http.Request, error) {
 	path := "/api/vouchers/" + strconv.FormatInt(voucherID, 10) + "/orders"
-	return func(ctx context.Context, target string, user int64) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(target, "/")+path, nil)
+	return func(ctx context.Context, target string, shot Shot) (*http.Request, error) {
+		var body io.Reader
+		if shot.Quantity > 0 {
+			body = strings.NewReader(`{"quantity":` + strconv.Itoa(shot.Quantity) + `}`)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(target, "/")+path, body)
 		if err != nil {
 			return nil, err
 		}
-		req.Header.Set("Authorization", "Bearer "+token(user))
+		req.Header.Set("Authorization", "Bearer "+token(shot.User))
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		return req, nil
 	}
 }
 
 // HealthzRequest is a Load.NewRequest for GET /healthz, the cheapest
 // request a server answers: the calibration of what HTTP alone costs.
-func HealthzRequest(ctx context.Context, target string, _ int64) (*http.Request, error) {
+func HealthzRequest(ctx context.Context, target string, _ Shot) (*http.Request, error) {
 	return http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(target, "/")+"/healthz", nil)
 }
 

@@ -28,8 +28,11 @@ type Result struct {
 	// they arrived.
 	OrderIDs []int64
 	// TurnedAway are the buyers who were refused (any error code) or got
-	// no answer (a transport error) at least once, ascending.
-	TurnedAway []int64
+	// no answer (a transport error) at least once, ascending;
+	// TurnedAwayUnits the fewest units each of them asked for when turned
+	// away.
+	TurnedAway      []int64
+	TurnedAwayUnits map[int64]int
 	// Latency holds the latency of every answered request, and of every
 	// request that timed out (as the time it was given), in µs.
 	Latency *hdrhistogram.Histogram
@@ -69,6 +72,7 @@ const maxErrorSamples = 5
 // answer is the outcome of one request.
 type answer struct {
 	user    int64
+	units   int // asked for
 	orderID int64
 	code    string // "" for 2xx
 	err     error  // transport error
@@ -81,8 +85,8 @@ type answer struct {
 type recorder struct {
 	mu         sync.Mutex
 	res        Result
-	turnedAway map[int64]bool
-	start      time.Time // when the run began, for PerSecond
+	turnedAway map[int64]int // the fewest units asked for
+	start      time.Time     // when the run began, for PerSecond
 }
 
 func newRecorder() *recorder {
@@ -92,7 +96,7 @@ func newRecorder() *recorder {
 			OrderIDs: []int64{},
 			Latency:  hdrhistogram.New(1, latencyMax.Microseconds(), 3),
 		},
-		turnedAway: map[int64]bool{},
+		turnedAway: map[int64]int{},
 		start:      time.Now(),
 	}
 }
@@ -102,7 +106,7 @@ func (r *recorder) add(a answer) {
 	defer r.mu.Unlock()
 	if a.err != nil {
 		r.res.Errors++
-		r.turnedAway[a.user] = true
+		r.turnAway(a)
 		if len(r.res.ErrorSamples) < maxErrorSamples {
 			r.res.ErrorSamples = append(r.res.ErrorSamples, a.err)
 		}
@@ -117,12 +121,20 @@ func (r *recorder) add(a answer) {
 	r.countSecond(a.code)
 	if a.code != "" {
 		r.res.Rejected[a.code]++
-		r.turnedAway[a.user] = true
+		r.turnAway(a)
 		return
 	}
 	r.res.Accepted++
 	if a.orderID != 0 {
 		r.res.OrderIDs = append(r.res.OrderIDs, a.orderID)
+	}
+}
+
+// turnAway notes that a's buyer was turned away. The caller holds r.mu.
+func (r *recorder) turnAway(a answer) {
+	units := max(a.units, 1)
+	if n, ok := r.turnedAway[a.user]; !ok || units < n {
+		r.turnedAway[a.user] = units
 	}
 }
 
@@ -137,6 +149,7 @@ func (r *recorder) result(requests int, elapsed time.Duration) *Result {
 	if res.TurnedAway == nil {
 		res.TurnedAway = []int64{}
 	}
+	res.TurnedAwayUnits = maps.Clone(r.turnedAway)
 	return &res
 }
 

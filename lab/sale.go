@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -45,11 +46,29 @@ type Sale struct {
 	// Seed shuffles the plan.
 	Doubles float64
 	Seed    uint64
+	// QuantityMax: each order asks for 1..QuantityMax units, drawn by Seed
+	// (0 or 1: one, and the request has no body). LimitPerBuyer is the
+	// voucher's limit_per_buyer (0: the servers' default, 1).
+	QuantityMax   int
+	LimitPerBuyer int
+	// PaymentWindow, when positive (whole seconds), is the voucher's
+	// payment window: each accepted order is paid with probability
+	// PayRatio, cancelled with probability CancelRatio, or else left to
+	// expire (see Lifecycle), and the buyers without an order keep trying,
+	// so that returned units are resold, until every unit is paid or the
+	// sale ends, SaleDuration (default 1m) after it began. PaymentSecret
+	// signs the payments: the servers' --payment-secret-file.
+	PaymentWindow         time.Duration
+	PayRatio, CancelRatio float64
+	SaleDuration          time.Duration
+	PaymentSecret         []byte
 	// Concurrency and Rate are Load's.
 	Concurrency int
 	Rate        float64
 	// Timeout bounds one request (default 30s); DrainTimeout the wait for
-	// the async pipeline to persist what it accepted (default 1m).
+	// the async pipeline to persist what it accepted (default 1m), and
+	// with a payment window, the payment window more for every order to
+	// be settled.
 	Timeout      time.Duration
 	DrainTimeout time.Duration
 	// Unreachable is how long a target may answer nothing while its
@@ -63,27 +82,29 @@ type Sale struct {
 // Run runs the sale and returns its row. The row is filled as far as the
 // run got, also when Run returns an error: ErrTransport when requests got
 // no answer (in the sale or the calibration), ErrNotDrained when the async
-// pipeline did not finish in time, or the failure that stopped the run.
+// pipeline did not finish in time or, with a payment window, orders were
+// not settled in time, or the failure that stopped the run.
 func (s *Sale) Run(ctx context.Context) (Row, error) {
-	row := Row{Strategy: s.Strategy, Instances: len(s.Targets), Stock: s.Stock, Rejected: map[string]int{}}
-	if len(s.Targets) == 0 || s.Auth == nil || s.Auditor == nil {
-		return row, fmt.Errorf("%w: a sale needs targets, an authenticator and an auditor", ErrSetup)
+	row := Row{Strategy: s.Strategy, Instances: len(s.Targets), Stock: s.Stock, LimitPerBuyer: max(s.LimitPerBuyer, 1), Rejected: map[string]int{}}
+	if err := s.validate(); err != nil {
+		return row, err
 	}
 	shots, err := Plan(s.Users, s.Requests, s.Doubles, s.Seed)
 	if err != nil {
 		return row, err
 	}
+	Quantities(shots, s.QuantityMax, s.Seed)
 	client := NewClient(s.Concurrency, orDefault(s.Timeout, 30*time.Second))
 	defer client.CloseIdleConnections()
-	if row.VoucherID, err = s.createVoucher(ctx, client); err != nil {
+	deadline := time.Now().Add(orDefault(s.SaleDuration, time.Minute))
+	if row.VoucherID, err = s.createVoucher(ctx, client, deadline); err != nil {
 		return row, setupError(err)
 	}
 	tokens, err := s.tokens()
 	if err != nil {
 		return row, fmt.Errorf("%w: %w", ErrSetup, err)
 	}
-	orders := OrderRequest(row.VoucherID, func(u int64) string { return tokens[u-1] })
-	res, err := s.load(ctx, client, s.Strategy, &Load{Shots: shots, NewRequest: orders, Rate: s.Rate, Orders: true})
+	res, b, err := s.sell(ctx, client, row.VoucherID, shots, func(u int64) string { return tokens[u-1] }, deadline)
 	if err != nil {
 		return row, err
 	}
@@ -98,29 +119,15 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 			return row, err
 		}
 	}
-	drained := s.Auditor.Drain(ctx, row.VoucherID, orDefault(s.DrainTimeout, time.Minute))
-	if drained != nil && !errors.Is(drained, ErrNotDrained) {
-		return row, drained
-	}
-	if err := s.checkConsumers(ctx, row.VoucherID); err != nil {
-		return row, err // joined meanwhile
-	}
-	ev, err := s.Auditor.Collect(ctx, row.VoucherID, res)
+	drained, buyersErr, err := s.audit(ctx, &row, res, b)
 	if err != nil {
 		return row, err
 	}
-	if s.Strategy == "async" && ev.RemainingRedis == nil {
-		// Audited without its Redis side, orders still in the stream
-		// would pass for lost.
-		return row, fmt.Errorf("%w: the async voucher %d is not in Redis under the prefix the audit reads (%q); is --redis-prefix the servers'?",
-			ErrSetup, row.VoucherID, s.Auditor.prefix)
-	}
-	row.setFindings(Check(ev))
 	calErr, err := s.calibrate(ctx, client, shots, &row)
 	if err != nil {
 		return row, err
 	}
-	return row, errors.Join(drained, transportError("the sale", res), calErr)
+	return row, errors.Join(drained, transportError("the sale", res), buyersErr, calErr)
 }
 
 // checkConsumers returns an error wrapping ErrForeignConsumer when a
@@ -140,6 +147,94 @@ func (s *Sale) checkConsumers(ctx context.Context, voucherID int64) error {
 	return fmt.Errorf("%w: %s read voucher %d's orders (the lab's are %s): another deployment runs on the Redis prefix %q; give the lab a --redis-prefix of its own",
 		ErrForeignConsumer, strings.Join(foreign, ", "), voucherID, strings.Join(s.Consumers, ", "), s.Auditor.prefix)
 }
+
+// validate checks what a sale needs before it starts.
+func (s *Sale) validate() error {
+	switch {
+	case len(s.Targets) == 0 || s.Auth == nil || s.Auditor == nil:
+		return fmt.Errorf("%w: a sale needs targets, an authenticator and an auditor", ErrSetup)
+	case s.PaymentWindow < 0 || s.PaymentWindow%time.Second != 0:
+		return fmt.Errorf("%w: the payment window must be whole seconds, got %s", ErrSetup, s.PaymentWindow)
+	case s.PaymentWindow > 0 && len(s.PaymentSecret) == 0:
+		return fmt.Errorf("%w: a sale with a payment window needs the servers' payment secret", ErrSetup)
+	case !(s.PayRatio >= 0 && s.CancelRatio >= 0 && s.PayRatio+s.CancelRatio <= 1): // NaN too
+		return fmt.Errorf("%w: the pay and cancel ratios must be within [0, 1], their sum at most 1", ErrSetup)
+	}
+	return nil
+}
+
+// sell sends the sale's orders: the plan's shots and, with a payment
+// window, the buyers' payments and cancels and the waves of buyers who
+// keep trying, until the buyers have acted (b is nil without a window).
+func (s *Sale) sell(ctx context.Context, client *http.Client, voucherID int64, shots []Shot, token func(int64) string, deadline time.Time) (*Result, *buyers, error) {
+	l := &Load{Shots: shots, NewRequest: OrderRequest(voucherID, token), Rate: s.Rate, Orders: true}
+	if s.PaymentWindow <= 0 {
+		res, err := s.load(ctx, client, s.Strategy, l)
+		return res, nil, err
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b := &buyers{ctx: bctx, client: client, targets: s.Targets, token: token, secret: s.PaymentSecret,
+		price: labPrice, window: s.PaymentWindow, pay: s.PayRatio, cancel: s.CancelRatio,
+		rng: rand.New(rand.NewPCG(s.Seed, uint64(voucherID))), acted: map[int64]bool{}, holders: map[int64]bool{},
+		out: Lifecycle{Refused: map[string]int{}}}
+	b.fate = b.rng.Float64()
+	l.Accepted, l.More = b.accepted, s.resale(b, deadline)
+	res, err := s.load(ctx, client, s.Strategy, l)
+	if err != nil {
+		cancel() // the buyers who are still thinking need not act
+	}
+	b.wait()
+	return res, b, err
+}
+
+// audit waits for the orders to be persisted (and settled, with a
+// payment window) and audits them into row. drained is ErrNotDrained when
+// they were not in time, buyersErr the buyers' transport errors, and err
+// a failure that stopped the audit.
+func (s *Sale) audit(ctx context.Context, row *Row, res *Result, b *buyers) (drained, buyersErr, err error) {
+	timeout := orDefault(s.DrainTimeout, time.Minute)
+	wait := s.Auditor.Drain
+	var paid []int64
+	var out Lifecycle
+	if b != nil {
+		timeout += s.PaymentWindow
+		wait = s.Auditor.Settle
+		var samples []error
+		out, paid, samples = b.result()
+		if out.Errors > 0 {
+			buyersErr = fmt.Errorf("%w: %d payments and cancels got no usable answer; first: %w", ErrTransport, out.Errors, samples[0])
+		}
+	}
+	drained = wait(ctx, row.VoucherID, timeout)
+	if drained != nil && !errors.Is(drained, ErrNotDrained) {
+		return nil, nil, drained
+	}
+	if err := s.checkConsumers(ctx, row.VoucherID); err != nil {
+		return nil, nil, err // joined meanwhile
+	}
+	ev, err := s.Auditor.collect(ctx, row.VoucherID, res, paid)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.Strategy == "async" && ev.RemainingRedis == nil {
+		// Audited without its Redis side, orders still in the stream
+		// would pass for lost.
+		return nil, nil, fmt.Errorf("%w: the async voucher %d is not in Redis under the prefix the audit reads (%q); is --redis-prefix the servers'?",
+			ErrSetup, row.VoucherID, s.Auditor.prefix)
+	}
+	if b != nil {
+		// Units come back after buyers were refused: a refusal then was
+		// right, and what is left is the lifecycle's unpaid.
+		ev.TurnedAway, ev.Buyers = nil, &out
+	}
+	row.setFindings(Check(ev))
+	return drained, buyersErr, nil
+}
+
+// labPrice is the price, in cents, of the lab's vouchers: a payment is
+// labPrice × the order's quantity.
+const labPrice = 990
 
 // calibrate measures the ceiling into row. calErr counts the calibration's
 // transport errors; err is a failure that stopped it.
@@ -176,7 +271,7 @@ func (s *Sale) probe(ctx context.Context, client *http.Client) error {
 	for _, target := range s.Targets {
 		deadline := time.Now().Add(wait)
 		for {
-			req, err := HealthzRequest(ctx, target, 0)
+			req, err := HealthzRequest(ctx, target, Shot{})
 			if err != nil {
 				return err
 			}
@@ -222,16 +317,25 @@ func transportError(what string, res *Result) error {
 }
 
 // createVoucher creates the sale's voucher on the first target, on sale
-// from a minute ago (servers' clocks differ a little) for an hour.
-func (s *Sale) createVoucher(ctx context.Context, client *http.Client) (int64, error) {
+// from a minute ago (servers' clocks differ a little) for an hour, or with
+// a payment window until deadline, with the sale's purchase rules.
+func (s *Sale) createVoucher(ctx context.Context, client *http.Client, deadline time.Time) (int64, error) {
 	now := time.Now().UTC()
-	body, err := json.Marshal(map[string]any{
+	v := map[string]any{
 		"title":      "load lab: " + s.Strategy + " " + now.Format(time.RFC3339),
 		"stock":      s.Stock,
 		"shards":     max(s.Shards, 1),
+		"pay_value":  labPrice,
 		"begin_time": now.Add(-time.Minute),
 		"end_time":   now.Add(time.Hour),
-	})
+	}
+	if s.PaymentWindow > 0 {
+		v["payment_window_seconds"], v["end_time"] = int(s.PaymentWindow/time.Second), deadline.UTC()
+	}
+	if s.LimitPerBuyer > 1 {
+		v["limit_per_buyer"] = s.LimitPerBuyer
+	}
+	body, err := json.Marshal(v)
 	if err != nil {
 		return 0, err
 	}

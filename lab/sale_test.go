@@ -12,7 +12,6 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/auth"
-	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/lab"
 	"github.com/flashsale/flashsale/store"
 )
@@ -86,16 +85,7 @@ func (s *faultyShop) order(w http.ResponseWriter, r *http.Request) {
 // against a faulty shop on a fresh database, audited under a test prefix.
 func faultySale(t *testing.T, strategy string) *lab.Sale {
 	t.Helper()
-	db, err := store.Open(context.Background(), testenv.MySQLURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	rc, prefix := testenv.Redis(t)
-	authn, err := auth.New(strings.Repeat("s", 32), "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, rc, prefix, authn := testBackends(t)
 	srv := httptest.NewServer(&faultyShop{db: db, auth: authn})
 	t.Cleanup(srv.Close)
 	return &lab.Sale{

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // Report is what a bench writes, as JSON or HTML: how its runs were made
@@ -11,6 +12,10 @@ import (
 type Report struct {
 	Setup Setup `json:"setup"`
 	Runs  []Row `json:"runs"`
+	// Lifecycle is a second set of runs made another way, as flashsale
+	// demo makes sales with a payment window after its main ones; absent
+	// from bench's.
+	Lifecycle *Report `json:"lifecycle,omitempty"`
 }
 
 // Setup is how a bench's runs were made: where the servers ran, on which
@@ -36,6 +41,17 @@ type Setup struct {
 	Requests     int     `json:"requests"`
 	DoubleClicks float64 `json:"double_clicks"`
 	Seed         uint64  `json:"seed"`
+	// The purchase rules: each order asks for 1..QuantityMax units, and a
+	// buyer may hold LimitPerBuyer. With a payment window (seconds; 0:
+	// none), a share PayRatio of the accepted orders is paid, CancelRatio
+	// cancelled, the rest left to expire, and the buyers keep trying for
+	// at most SaleDuration.
+	QuantityMax          int     `json:"quantity_max"`
+	LimitPerBuyer        int     `json:"limit_per_buyer"`
+	PaymentWindowSeconds int     `json:"payment_window_seconds"`
+	PayRatio             float64 `json:"pay_ratio"`
+	CancelRatio          float64 `json:"cancel_ratio"`
+	SaleDuration         string  `json:"sale_duration"`
 	// Concurrency bounds the requests in flight; Rate, when positive, is
 	// the open model's requests per second (0: the closed model).
 	Concurrency int     `json:"concurrency"`
@@ -64,7 +80,13 @@ func (s Setup) Sale() string {
 	if s.Shards > 1 {
 		shards = fmt.Sprintf(" in %d shards", s.Shards)
 	}
-	return fmt.Sprintf("stock %d%s, %d buyers, %d order attempts (double-click chance %g)", s.Stock, shards, s.Users, s.Requests, s.DoubleClicks)
+	sale := fmt.Sprintf("stock %d%s, %d buyers, %d order attempts (double-click chance %g)", s.Stock, shards, s.Users, s.Requests, s.DoubleClicks)
+	window := time.Duration(s.PaymentWindowSeconds) * time.Second
+	sd, _ := time.ParseDuration(s.SaleDuration) // "" when there is no window: 0
+	if rules := describeRules(s.QuantityMax, s.LimitPerBuyer, window, s.PayRatio, s.CancelRatio, sd); rules != "" {
+		sale += "; " + rules
+	}
+	return sale
 }
 
 // Model says how the load was sent: the closed model's requests in flight,

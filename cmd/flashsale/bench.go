@@ -47,8 +47,14 @@ type benchConfig struct {
 	rateUser    float64
 	rateIP      float64
 	lockWait    time.Duration
-	locks       lockFlags // stocklock.go
+	locks       lockFlags  // stocklock.go
+	rules       benchRules // benchrules.go
 	backends    backendFlags
+	// then is a second set of runs on the same backends, reported apart
+	// (demo's sales with a payment window); parallel runs a set's
+	// strategies at once, each on its own instances.
+	then     *benchConfig
+	parallel bool
 }
 
 func (c *benchConfig) register(fs *flag.FlagSet) {
@@ -75,6 +81,7 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.rateIP, "rate-limit-ip", 0, "passed to the instances: order requests per second per client IP (0: no limit)")
 	fs.DurationVar(&c.lockWait, "lock-wait", time.Second, "passed to the instances: how long the lock strategy waits for a buyer's lock")
 	c.locks.register(fs, true)
+	c.rules.register(fs)
 	c.backends.register(fs)
 }
 
@@ -85,9 +92,9 @@ func (c *benchConfig) registerOutput(fs *flag.FlagSet) {
 	registerHTML(fs, c)
 }
 
-// wideColumns is about how wide --wide's table is: the demo's measured 253
+// wideColumns is about how wide --wide's table is: the demo's measured 271
 // (TestDemoWide keeps it within wideSlack).
-const wideColumns = 250
+const wideColumns = 270
 
 // strategyList returns the --strategy names.
 func (c *benchConfig) strategyList() []string {
@@ -133,6 +140,9 @@ func (c *benchConfig) validate() error {
 	if err := c.backends.validate(); err != nil {
 		return err
 	}
+	if err := c.rules.validate(c.stock, c.targets != ""); err != nil {
+		return err
+	}
 	if err := c.locks.validate(slices.Contains(names, "stocklock")); err != nil {
 		return err
 	}
@@ -146,6 +156,9 @@ func (c *benchConfig) validate() error {
 		if !slices.Contains(strategies(), n) {
 			return fmt.Errorf("--strategy: unknown strategy %q (want %s)", n, strings.Join(strategies(), ", "))
 		}
+	}
+	if len(restrictedRuns(&c.rules, names, c.locks.kinds)) == 0 {
+		return errors.New("--strategy names only unsafe strategies, which refuse --payment-window and a --limit-per-buyer above 1")
 	}
 	return nil
 }
@@ -194,7 +207,9 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 			"otherwise in this process, sharing its embedded backends) or loads running ones (--target), creates a fresh " +
 			"voucher, sends --requests order attempts of --users buyers (some double clicks), audits MySQL and Redis " +
 			"(oversold, duplicate buyers, lost orders, undersold stock, stock drift), measures the same requests on " +
-			"GET /healthz, closed loop, as the ceiling, and prints one row per strategy. Exits non-zero when requests got no usable answer " +
+			"GET /healthz, closed loop, as the ceiling, and prints one row per strategy. With --payment-window the buyers pay, cancel or " +
+			"abandon their orders and keep trying until every unit is paid, and a second table says what became of the orders (paid, " +
+			"cancelled, expired, returned, resold, paid after close). Exits non-zero when requests got no usable answer " +
 			"or a run could not be completed; a strategy that oversells is what the table is for, not a failure.\n\n" +
 			"Against running servers, give their strategy (the row's label), JWT secret, admin token, Redis, key prefix and database:\n\n" +
 			targetExample,
@@ -211,42 +226,33 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 }
 
 // runBench runs every strategy, prints the table and the verdicts, writes
-// the JSON, and returns the rows with the errors that make the run fail.
-func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) ([]lab.Row, error) {
+// the JSON, and returns the runs with the errors that make the run fail.
+func runBench(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) (lab.Report, error) {
 	logDir, err := os.MkdirTemp("", "flashsale-bench-")
 	if err != nil {
-		return nil, err
+		return lab.Report{}, err
 	}
 	logFile, err := os.Create(filepath.Join(logDir, "bench.log"))
 	if err != nil {
-		return nil, err
+		return lab.Report{}, err
 	}
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, nil))
 	rep, err := benchRuns(ctx, cfg, logDir, log, stdout, stderr)
-	rows := rep.Runs
-	if len(rows) > 0 {
+	err = errors.Join(err, printRuns(stdout, rep.Runs, cfg.wide))
+	if l := rep.Lifecycle; l != nil && len(l.Runs) > 0 {
 		fmt.Fprintln(stdout)
-		write := lab.WriteTable
-		if cfg.wide {
-			write = lab.WriteWideTable
-		}
-		if werr := write(stdout, rows); werr != nil {
-			err = errors.Join(err, werr)
-		}
-		fmt.Fprintln(stdout)
-		for _, v := range lab.Verdicts(rows) {
-			say(stdout, v)
-		}
+		say(stdout, "Then, with a payment window: "+l.Setup.Sale()+".")
+		err = errors.Join(err, printRuns(stdout, l.Runs, cfg.wide))
 	}
 	err = errors.Join(err, writeReport(cfg.jsonPath, "--json", rep, lab.WriteJSON, stdout), writeReport(cfg.htmlPath, "--html", rep, lab.WriteHTML, stdout))
 	if err != nil {
 		log.Error("bench failed", "err", err)
 		fmt.Fprintf(stderr, "flashsale bench: logs kept in %s: %s\n", logDir, strings.Join(logNames(logDir), ", "))
-		return rows, err
+		return rep, err
 	}
 	os.RemoveAll(logDir)
-	return rows, nil
+	return rep, nil
 }
 
 // benchRuns opens the backends and runs each strategy on fresh instances.
@@ -269,49 +275,31 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 	if err != nil {
 		return rep, err
 	}
+	secretDir, err := os.MkdirTemp("", "flashsale-bench-secret-")
+	if err != nil {
+		return rep, err
+	}
+	defer os.RemoveAll(secretDir)
 	fl := &fleets{cfg: cfg, b: b, logDir: logDir, secret: secret, admin: admin, id: randomHex(3)}
 	rep.Setup.Mode, rep.Setup.Redis, rep.Setup.DB = fl.mode(), fl.redis(), fl.db()
 	say(stdout, fl.describe())
 	say(stdout, describeLoad(rep.Setup))
 	say(stdout, lab.CeilingNote())
-	rep.Runs, err = fl.runAll(ctx, authn, log, stderr)
-	return rep, err
-}
-
-// runAll runs each strategy's sale on fresh instances and returns a row
-// per run that is worth showing, with the errors that make the bench fail.
-func (fl *fleets) runAll(ctx context.Context, authn *auth.Authenticator, log *slog.Logger, stderr io.Writer) ([]lab.Row, error) {
-	cfg, b, admin := fl.cfg, fl.b, fl.admin
-	var (
-		rows []lab.Row
-		errs []error
-	)
-	for _, name := range stocklockRuns(cfg.strategyList(), cfg.locks.kinds) {
-		f, err := fl.start(ctx, name)
-		if err != nil {
-			return rows, errors.Join(append(errs, fmt.Errorf("%s: starting instances: %w", name, err))...)
-		}
-		sale := &lab.Sale{
-			Strategy: name, Targets: f.urls, AdminToken: admin, Auth: authn, Auditor: lab.NewAuditor(b.db, b.redis, b.prefix), Consumers: f.consumers,
-			Stock: cfg.stock, Shards: cfg.shards, Users: cfg.users, Requests: cfg.requests, Doubles: cfg.doubles, Seed: cfg.seed,
-			Concurrency: cfg.concurrency, Rate: cfg.rate, Timeout: cfg.timeout, DrainTimeout: cfg.drain,
-			Progress: func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) },
-		}
-		log.Info("run starting", "strategy", name, "targets", strings.Join(f.urls, ","))
-		row, err := sale.Run(ctx)
-		log.Info("run ended", "strategy", name, "voucher", row.VoucherID, "requests", row.Requests, "errors", row.Errors, "err", err)
-		if stopErr := f.stop(); stopErr != nil {
-			log.Warn("stopping instances", "strategy", name, "err", stopErr)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			if !errors.Is(err, lab.ErrTransport) && !errors.Is(err, lab.ErrNotDrained) {
-				return rows, errors.Join(errs...) // the run broke off: its row is not worth showing
-			}
-		}
-		rows = append(rows, row)
+	if rep.Runs, err = fl.runSet(ctx, authn, secretDir, log, stdout, stderr); err != nil || cfg.then == nil {
+		return rep, err
 	}
-	return rows, errors.Join(errs...)
+	then := *fl
+	then.cfg, then.logDir = *cfg.then, filepath.Join(logDir, "then") // its instances' logs apart
+	if err := os.Mkdir(then.logDir, 0o700); err != nil {
+		return rep, err
+	}
+	rep.Lifecycle = &lab.Report{Setup: then.cfg.setup()}
+	rep.Lifecycle.Setup.Mode, rep.Lifecycle.Setup.Redis, rep.Lifecycle.Setup.DB = then.mode(), then.redis(), then.db()
+	if then.cfg.parallel && then.inProcess() { // runParallel
+		rep.Lifecycle.Setup.Redis, rep.Lifecycle.Setup.DB = "embedded, one per strategy", "embedded SQLite, one per strategy"
+	}
+	rep.Lifecycle.Runs, err = then.runSet(ctx, authn, secretDir, log, stdout, stderr)
+	return rep, err
 }
 
 // logNames lists the logs in dir: bench.log, the lab's own, and one per
@@ -331,6 +319,7 @@ func (c benchConfig) setup() lab.Setup {
 	s := lab.Setup{Targets: c.targetList(), Instances: c.instances, RaceWindow: c.raceWindow.String(),
 		Stock: c.stock, Shards: max(c.shards, 1), Users: c.users, Requests: c.requests, DoubleClicks: c.doubles, Seed: c.seed,
 		Concurrency: c.concurrency, Rate: c.rate, Machine: lab.Machine()}
+	c.rules.describe(&s)
 	if c.targets != "" {
 		s.Instances, s.RaceWindow = len(s.Targets), "" // the running servers' own
 	}

@@ -96,6 +96,42 @@ func TestBenchOnRealServers(t *testing.T) {
 	}
 }
 
+// TestBenchWithAPaymentWindow runs a bench of conditional and async with a
+// payment window and orders of one or two units, on two child processes
+// each on the real Redis and MariaDB: every unit ends paid, the cancelled
+// and expired ones resold, none paid after close; naive, which refuses a
+// payment window, is skipped and says so.
+func TestBenchWithAPaymentWindow(t *testing.T) {
+	stdout, raw := benchOnServers(t, "--strategy", "naive,conditional,async", "--instances", "2", "--stock", "12", "--users", "60",
+		"--concurrency", "20", "--payment-window", "1s", "--pay-ratio", "0.6", "--cancel-ratio", "0.2",
+		"--quantity-max", "2", "--limit-per-buyer", "2")
+	var doc struct {
+		Setup lab.Setup
+		Runs  []lab.Row
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Runs) != 2 || doc.Setup.PaymentWindowSeconds != 1 || doc.Setup.LimitPerBuyer != 2 || doc.Setup.QuantityMax != 2 {
+		t.Fatalf("setup %+v, %d runs; want conditional and async with a 1s window, 1-2 units an order", doc.Setup, len(doc.Runs))
+	}
+	for _, r := range doc.Runs {
+		lc := r.Lifecycle
+		if !r.Exact() || r.Errors != 0 || lc == nil {
+			t.Fatalf("run %+v is not exact", r)
+		}
+		if lc.Ended != lab.EndedPaid || lc.PaidUnits != 12 || lc.PaidAfterClose != 0 || lc.Cancelled == 0 || lc.Expired == 0 ||
+			lc.Resold != lc.ReturnedUnits || r.MaxBuyerUnits > 2 {
+			t.Errorf("%s: lifecycle %+v, most units of a buyer %d; want 12 units paid, the returned ones resold", r.Strategy, *lc, r.MaxBuyerUnits)
+		}
+	}
+	for _, want := range []string{"skipped naive: unsafe by design", "paid after", "returned", "conditional: 12 of 12 units paid in"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+}
+
 // TestBenchRejectsBadFlags checks the flag combinations bench refuses
 // before starting anything.
 func TestBenchRejectsBadFlags(t *testing.T) {
@@ -117,6 +153,13 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 			"--redis", "redis://127.0.0.1:1/0", "--db", "mysql://root@127.0.0.1:1/x"}, "missing: --strategy with one label (the servers' strategy) ("},
 		{"targets without backends", []string{"--target", "http://127.0.0.1:1", "--strategy", "naive", "--jwt-secret-file", "s", "--admin-token", "a"}, "missing: --redis, --db ("},
 		{"prefix with a hash tag", []string{"--redis-prefix", "shop{1}:", "--strategy", "naive"}, "--redis-prefix must hold no braces"},
+		{"a quantity past the limit", []string{"--quantity-max", "3", "--limit-per-buyer", "2"}, "--quantity-max must be 1 to --limit-per-buyer"},
+		{"a limit past the stock", []string{"--stock", "5", "--limit-per-buyer", "6"}, "--limit-per-buyer must be 1 to 100 and at most --stock"},
+		{"a window of part of a second", []string{"--payment-window", "1500ms"}, "--payment-window must be whole seconds"},
+		{"ratios past 1", []string{"--payment-window", "2s", "--pay-ratio", "0.8", "--cancel-ratio", "0.3"}, "their sum at most 1"},
+		{"only unsafe strategies with a window", []string{"--strategy", "naive,mutex", "--payment-window", "2s"}, "names only unsafe strategies"},
+		{"a window on targets without their payment secret", []string{"--target", "http://127.0.0.1:1", "--strategy", "async", "--jwt-secret", "s",
+			"--admin-token", "a", "--redis", "redis://127.0.0.1:1/0", "--db", "mysql://root@127.0.0.1:1/x", "--payment-window", "2s"}, "give --payment-secret-file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,10 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/lab"
 )
 
 // demoCommand is a small bench of every strategy on embedded backends:
@@ -19,6 +24,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 	var (
 		cfg       benchConfig
 		redis, db refusedFlag
+		lifecycle bool
 	)
 	fs := flag.NewFlagSet("flashsale demo", flag.ContinueOnError)
 	fs.IntVar(&cfg.instances, "instances", 3, "service instances per strategy (in this process)")
@@ -29,6 +35,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.DurationVar(&cfg.raceWindow, "race-window", 2*time.Millisecond, "sleep between reading and writing stock, to make races visible")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "shuffles the order of the clicks")
 	cfg.registerOutput(fs)
+	fs.BoolVar(&lifecycle, "lifecycle", true, fmt.Sprintf("then, for the safe strategies at once, a short sale with a %s payment window: some buyers cancel or never pay, and their units are resold until every unit is paid", demoWindow))
 	fs.Var(&redis, "redis", "refused: the demo runs on embedded backends only (bench runs on real servers)")
 	fs.Var(&db, "db", "refused: the demo runs on embedded backends only (bench runs on real servers)")
 	return &ffcli.Command{
@@ -48,6 +55,13 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 			cfg.timeout, cfg.drain, cfg.startup = 30*time.Second, time.Minute, 30*time.Second
 			cfg.lockWait = time.Second
 			cfg.locks = lockFlags{kinds: realLock, lease: 10 * time.Second, pauseEvery: 20}
+			cfg.rules = benchRules{quantityMax: 1, limit: 1, saleFor: time.Minute}
+			if lifecycle {
+				cfg.then = demoLifecycle(cfg)
+				if err := cfg.then.validate(); err != nil {
+					return usage(err)
+				}
+			}
 			if err := cfg.validate(); err != nil {
 				return usage(err)
 			}
@@ -60,8 +74,8 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 func demo(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) error {
 	start := time.Now()
 	say(stdout, "flashsale demo: embedded backends only (miniredis and SQLite in this process; --redis/--db are not used)")
-	rows, err := runBench(ctx, cfg, stdout, stderr)
-	for _, r := range rows {
+	rep, err := runBench(ctx, cfg, stdout, stderr)
+	for _, r := range rep.Runs {
 		if r.Strategy == "mutex" && r.Instances > 1 && !r.Exact() {
 			say(stdout, fmt.Sprintf("mutex locks within one instance only: with %d instances, %d buyers still race each other (try --instances 1).", r.Instances, r.Instances))
 		}
@@ -70,7 +84,83 @@ func demo(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) error 
 	say(stdout, fmt.Sprintf("The demo took %s. The same against MySQL and Redis, with each instance a process of its own (create the database first):",
 		time.Since(start).Round(100*time.Millisecond)))
 	fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    %s \\\n    %s \\\n    %s\n", strings.Join(strategies(), ","), realBenchLoad(cfg), realBenchRedis, realBenchDB)
+	if l := cfg.then; l != nil {
+		say(stdout, "and with a payment window:")
+		fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    --instances %d --stock %d --users %d --payment-window %s --pay-ratio %g --cancel-ratio %g \\\n    %s \\\n    %s\n",
+			l.strategies, max(l.instances, 3), l.stock, l.users, l.rules.window, l.rules.pay, l.rules.cancel, realBenchRedis, realBenchDB)
+	}
 	return err
+}
+
+// demoWindow is the payment window of the demo's lifecycle sales.
+const demoWindow = 2 * time.Second
+
+// demoLifecycle is the demo's second set of runs: the safe strategies at
+// once, each selling a small stock with a payment window in which some
+// buyers cancel and some never pay, until every unit is paid.
+func demoLifecycle(cfg benchConfig) *benchConfig {
+	c := cfg
+	c.strategies = strings.Join(strategyNames(func(e strategyEntry) bool { return !isUnsafe(e) }), ",")
+	c.stock, c.users, c.requests, c.concurrency = 10, 60, 0, 20
+	c.rules = benchRules{quantityMax: 1, limit: 1, window: demoWindow, pay: 0.8, cancel: 0.1, saleFor: 20 * time.Second}
+	c.parallel = true
+	return &c
+}
+
+// runParallel runs each strategy's sale at once, each on instances of its
+// own and, on embedded backends, on a Redis and a database of its own too,
+// and returns the rows worth showing in the order named. Their progress is
+// shown as plain lines: bars redrawn in place by several runs at once
+// would garble each other.
+//
+// The backends are apart because every instance expires the orders of
+// every voucher in its database, and an instance of a synchronous
+// strategy puts the units it expires back in MySQL alone: an async
+// voucher's expired unit would never be on sale in its gate again.
+func (fl *fleets) runParallel(ctx context.Context, authn *auth.Authenticator, log *slog.Logger, stderr io.Writer) ([]lab.Row, error) {
+	runs := restrictedRuns(&fl.cfg.rules, fl.cfg.strategyList(), fl.cfg.locks.kinds)
+	rows, shown, errs := make([]lab.Row, len(runs)), make([]bool, len(runs)), make([]error, len(runs))
+	apart := make([]fleets, len(runs))
+	for i := range runs {
+		apart[i] = *fl
+		if fl.inProcess() {
+			b, err := openBackends(ctx, backendFlags{}, log)
+			if err != nil {
+				return nil, err
+			}
+			defer b.Close()
+			apart[i].b = b
+		}
+	}
+	lines := &lockedWriter{w: stderr}
+	var wg sync.WaitGroup
+	for i, name := range runs {
+		wg.Go(func() {
+			rows[i], shown[i], errs[i] = apart[i].runOne(ctx, name, authn, log, func(label string, total int) lab.Progress {
+				return lab.NewProgress(lines, label, total)
+			})
+		})
+	}
+	wg.Wait()
+	var out []lab.Row
+	for i := range runs {
+		if shown[i] {
+			out = append(out, rows[i])
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// lockedWriter writes to w one Write at a time.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // realBenchCommand is the bench command line that runs the demo's sale

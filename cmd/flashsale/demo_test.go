@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/flashsale/flashsale/lab"
@@ -29,7 +30,7 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct{ Runs []lab.Row }
+	var doc lab.Report
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +64,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("the demo's output lacks %q", want)
 		}
 	}
+	checkLifecycleDemo(t, doc.Lifecycle, words)
 	checkWidth(t, "stdout", stdout.String(), 100)
 	checkWidth(t, "stderr", stderr.String(), 100)
 	noScratchLeft(t, tmp)
@@ -77,6 +79,35 @@ func TestDemo(t *testing.T) {
 	}
 	if widest < wideColumns-wideSlack || widest > wideColumns+wideSlack {
 		t.Errorf("the wide table is %d columns wide; help says about %d:\n%s", widest, wideColumns, wide.String())
+	}
+}
+
+// checkLifecycleDemo checks the demo's second set of sales: each safe
+// strategy sold its units with a payment window until every one was paid,
+// resold what came back, and took no payment after close.
+func checkLifecycleDemo(t *testing.T, rep *lab.Report, words string) {
+	t.Helper()
+	if rep == nil || len(rep.Runs) != 5 || rep.Setup.PaymentWindowSeconds != int(demoWindow/time.Second) {
+		t.Fatalf("the lifecycle sales: %+v; want 5 runs with a %s window", rep, demoWindow)
+	}
+	for _, r := range rep.Runs {
+		lc := r.Lifecycle
+		if lc == nil || lc.PaidAfterClose != 0 || r.Oversold != 0 || r.Lost != 0 || r.Errors != 0 || len(lc.Refused) != 0 {
+			t.Errorf("%s: %+v", r.Strategy, r)
+			continue
+		}
+		if r.Strategy == "stocklock" {
+			continue // it can lose a return (lab24's report), and its units then stay unsold
+		}
+		if !r.Exact() || lc.Ended != lab.EndedPaid || lc.PaidUnits != r.Stock || lc.ReturnedUnits == 0 || lc.Resold != lc.ReturnedUnits {
+			t.Errorf("%s: lifecycle %+v; want every unit paid, some returned and all of them resold", r.Strategy, *lc)
+		}
+	}
+	for _, want := range []string{"Then, with a payment window: stock 10", "returned resold", "async: 10 of 10 units paid in",
+		"--instances 3 --stock 10 --users 60 --payment-window 2s --pay-ratio 0.8 --cancel-ratio 0.1"} {
+		if !strings.Contains(words, want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
 	}
 }
 
@@ -100,7 +131,7 @@ func TestDemoWide(t *testing.T) {
 	tmp := privateTempDir(t)
 	defer noScratchLeft(t, tmp)
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"demo", "--wide", "--stock", "5", "--users", "30", "--concurrency", "10"}, &stdout, &stderr)
+	err := run(context.Background(), []string{"demo", "--wide", "--stock", "5", "--users", "30", "--concurrency", "10", "--lifecycle=false"}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("demo --wide: %v\nstderr:\n%s", err, stderr.String())
 	}
@@ -110,7 +141,7 @@ func TestDemoWide(t *testing.T) {
 			heading = line
 		}
 	}
-	for _, column := range []string{"inst", "requests", "accepted", "rejected", "errors", "orders", "buyers", "dup buyers",
+	for _, column := range []string{"inst", "requests", "accepted", "rejected", "errors", "orders", "units", "buyers", "dup buyers", "buyer max",
 		"left db", "left redis", "oversold", "lost orders", "undersold", "stock drift", "rps", "ceiling", "of ceiling",
 		"p50 ms", "p90 ms", "p99 ms", "max ms", "rejected by code"} {
 		if !strings.Contains(heading, " "+column) {

@@ -23,6 +23,10 @@ type fleets struct {
 	b             *backends
 	logDir        string
 	secret, admin string
+	// paymentFile holds paymentSecret, the instances' payment webhook
+	// secret, when the sale has a payment window (benchrules.go).
+	paymentFile   string
+	paymentSecret []byte
 	// id tells this bench's consumer names from any other's.
 	id string
 }
@@ -108,6 +112,9 @@ func (fl *fleets) serveArgs(run string) []string {
 	var locks []string
 	if strategy == "stocklock" {
 		locks = fl.cfg.locks.args(lockKind)
+	}
+	if fl.paymentFile != "" {
+		locks = append(locks, "--payment-secret-file", fl.paymentFile)
 	}
 	return append(locks,
 		"--addr", "127.0.0.1:0",

@@ -32,8 +32,11 @@ func TestDemoHTMLReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct{ Runs []map[string]any }
-	var rows struct{ Runs []lab.Row }
+	var doc struct {
+		Runs      []map[string]any
+		Lifecycle struct{ Runs []map[string]any }
+	}
+	var rows lab.Report
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -47,32 +50,13 @@ func TestDemoHTMLReport(t *testing.T) {
 	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?\s*(https?:)?//`).Find(page); m != nil {
 		t.Errorf("the report refers to an external URL: %s", m)
 	}
-	tableRows := regexp.MustCompile(`<tr class="(exact|unsafe)">([\s\S]*?)</tr>`).FindAllStringSubmatch(string(page), -1)
-	if want := len(strategies()); len(tableRows) != len(doc.Runs) || len(doc.Runs) != want {
-		t.Fatalf("the table has %d rows, the JSON %d runs; want %d", len(tableRows), len(doc.Runs), want)
+	first, second, _ := strings.Cut(string(page), `<h2 id="second">`)
+	if len(doc.Runs) != len(strategies()) || rows.Lifecycle == nil || len(doc.Lifecycle.Runs) != 5 {
+		t.Fatalf("the JSON has %d runs and %d with a payment window; want %d and 5", len(doc.Runs), len(doc.Lifecycle.Runs), len(strategies()))
 	}
-	cell := regexp.MustCompile(`data-field="(\w+)"(?: data-value="([^"]*)")?[^>]*>([^<]*)<`)
-	for i, tr := range tableRows {
-		run, row := doc.Runs[i], rows.Runs[i]
-		if (tr[1] == "exact") != row.Exact() {
-			t.Errorf("%s is marked %s, but Exact() is %v", row.Strategy, tr[1], row.Exact())
-		}
-		cells := cell.FindAllStringSubmatch(tr[2], -1)
-		if len(cells) < 20 {
-			t.Fatalf("row %d has %d figures", i, len(cells))
-		}
-		for _, c := range cells {
-			field, exact, shown := c[1], c[2], html.UnescapeString(c[3])
-			if exact == "" {
-				exact = shown
-			}
-			if want := jsonText(run[field]); exact != want {
-				t.Errorf("%s %s: the page holds %q, the JSON %q", row.Strategy, field, exact, want)
-			}
-			if !readsAs(shown, exact) {
-				t.Errorf("%s %s: the page shows %q for %s", row.Strategy, field, shown, exact)
-			}
-		}
+	checkTableRows(t, first, doc.Runs, rows.Runs)
+	checkTableRows(t, second, doc.Lifecycle.Runs, rows.Lifecycle.Runs)
+	for _, row := range rows.Runs {
 		answered := 0
 		for _, n := range row.Throughput {
 			answered += n
@@ -86,7 +70,7 @@ func TestDemoHTMLReport(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range lab.Verdicts(rows.Runs) {
+	for _, v := range append(lab.Verdicts(rows.Runs), lab.Verdicts(rows.Lifecycle.Runs)...) {
 		if !strings.Contains(html.UnescapeString(string(page)), v) {
 			t.Errorf("the report lacks the verdict %q", v)
 		}
@@ -94,6 +78,7 @@ func TestDemoHTMLReport(t *testing.T) {
 	dom := chromium(t, "file://"+htmlPath, "--dump-dom")
 	_, latency, _ := bytes.Cut(dom, []byte("Latency distribution"))
 	if !bytes.Contains(dom, []byte(`<table id="audit">`)) || !bytes.Contains(dom, []byte(`data-field="strategy">naive<`)) ||
+		!bytes.Contains(dom, []byte(`<table id="lifecycle-audit">`)) || !bytes.Contains(dom, []byte(`data-field="paid_units">10<`)) ||
 		bytes.Count(dom, []byte(`<rect class="rate"`)) != len(rows.Runs) || bytes.Count(latency, []byte("<polyline")) != len(rows.Runs) {
 		t.Errorf("Chromium did not render the table, the %d rates and the %d latency lines:\n%s", len(rows.Runs), len(rows.Runs), dom)
 	}
@@ -105,6 +90,45 @@ func TestDemoHTMLReport(t *testing.T) {
 		}
 	}
 	checkTableFits(t, htmlPath)
+}
+
+// checkTableRows checks the rows of the audit table in page against the
+// runs of the JSON, decoded both as maps (runs) and as rows: one row each,
+// marked exact or not as the row is, every figure the JSON's (a run's
+// lifecycle's among them) and shown as the report rounds it.
+func checkTableRows(t *testing.T, page string, runs []map[string]any, rows []lab.Row) {
+	t.Helper()
+	tableRows := regexp.MustCompile(`<tr class="(exact|unsafe)">([\s\S]*?)</tr>`).FindAllStringSubmatch(page, -1)
+	if len(tableRows) != len(runs) {
+		t.Fatalf("the table has %d rows, the JSON %d runs", len(tableRows), len(runs))
+	}
+	cell := regexp.MustCompile(`data-field="(\w+)"(?: data-value="([^"]*)")?[^>]*>([^<]*)<`)
+	for i, tr := range tableRows {
+		run, row := runs[i], rows[i]
+		if (tr[1] == "exact") != row.Exact() {
+			t.Errorf("%s is marked %s, but Exact() is %v", row.Strategy, tr[1], row.Exact())
+		}
+		cells := cell.FindAllStringSubmatch(tr[2], -1)
+		if len(cells) < 20 {
+			t.Fatalf("row %d has %d figures", i, len(cells))
+		}
+		for _, c := range cells {
+			field, exact, shown := c[1], c[2], html.UnescapeString(c[3])
+			if exact == "" {
+				exact = shown
+			}
+			v, ok := run[field]
+			if lc, _ := run["lifecycle"].(map[string]any); !ok && lc != nil {
+				v = lc[field]
+			}
+			if want := jsonText(v); exact != want {
+				t.Errorf("%s %s: the page holds %q, the JSON %q", row.Strategy, field, exact, want)
+			}
+			if !readsAs(shown, exact) {
+				t.Errorf("%s %s: the page shows %q for %s", row.Strategy, field, shown, exact)
+			}
+		}
+	}
 }
 
 // readsAs reports whether shown is exact as the report rounds it: the
@@ -132,7 +156,7 @@ func TestHTMLReportFitsAt1400px(t *testing.T) {
 	rows := make([]lab.Row, 0, 8)
 	for _, name := range []string{"naive", "mutex", "optimistic", "conditional", "stocklock:setnx-expire", "stocklock:checkdel", "batch", "async"} {
 		rows = append(rows, lab.Row{Strategy: name, Instances: 3, Stock: 2000, Requests: 30000, Accepted: 3850,
-			Rejected: map[string]int{"sold_out": 22000, "duplicate_order": 3650, "busy": 500}, Orders: 3850, DistinctBuyers: 3700,
+			Rejected: map[string]int{"sold_out": 22000, "duplicate_order": 3650, "busy": 500}, Orders: 3850, Units: 3850, DistinctBuyers: 3700,
 			DuplicateBuyers: 150, RemainingDB: 150, Oversold: 1850, StockDrift: -1850, Undersold: 150, Errors: 12,
 			RPS: 12345.6, CeilingRPS: 45678.9, P50Ms: 1234.567, P90Ms: 2345.678, P99Ms: 3456.789, MaxMs: 30000})
 	}
