@@ -1,0 +1,56 @@
+package strategy_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/lifecycle"
+	"github.com/flashsale/flashsale/strategy"
+)
+
+// TestStocklockKeepsAReturnMadeWhileItHoldsTheStock: a unit that a cancel
+// gives back while stocklock holds the voucher's stock, between its read
+// of the remaining stock and its write, stays on sale: remaining + the
+// live orders' units = stock.
+//
+// It fails (found by the load lab, lab24): stocklock writes the stock it
+// read less the quantity, an absolute value (SetRemainingFenced), and the
+// cancel's (or an expiry's) remaining + q takes no stock lock, so the
+// write undoes it: the unit is neither sold nor on sale (stock drift +1).
+func TestStocklockKeepsAReturnMadeWhileItHoldsTheStock(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	life := lifecycle.New(f.db, lifecycle.Config{})
+	// Every hold sleeps a second between reading the stock and writing it.
+	s, err := strategy.New("stocklock", strategy.Config{DB: f.db, IDs: f.ids, Locks: f.locks, LockWait: 30 * time.Second,
+		LockLease: 30 * time.Second, Pause: time.Second, PauseEvery: 1, Lifecycle: life})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := f.windowVoucher(t, 2, time.Minute, 1)
+	first, err := s.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 2}) // reads 1, sleeps, writes 0
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the second order is in its pause: it read the stock
+	if _, err := s.CancelOrder(ctx, first.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.db.AuditVoucher(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Remaining+a.Units != a.Stock {
+		t.Fatalf("remaining %d + units %d of live orders != stock %d: the cancelled unit is lost", a.Remaining, a.Units, a.Stock)
+	}
+}
