@@ -63,17 +63,34 @@ func (q Queries) ClaimStockFence(ctx context.Context, voucherID, fence int64) (b
 
 // SetRemainingFenced writes n as the voucher's remaining stock, as
 // SetRemaining does, only if no fence above fence was claimed or written
-// before, and reports whether it did. It reports false as well when the
-// voucher does not exist.
-func (q Queries) SetRemainingFenced(ctx context.Context, voucherID int64, n int, fence int64) (bool, error) {
+// before and the stock is still old, the value the caller read. It
+// reports false when a later fence was claimed (or the voucher does not
+// exist), and returns ErrStockMoved when the stock is no longer old: a
+// cancel or expiry gave units back meanwhile, which take no stock lock.
+func (q Queries) SetRemainingFenced(ctx context.Context, voucherID int64, old, n int, fence int64) (bool, error) {
 	op := fmt.Sprintf("fenced set remaining of voucher %d", voucherID)
-	res, err := q.w.ExecContext(ctx, "UPDATE vouchers SET remaining = ?, stock_fence = ?, updated_at = ? WHERE id = ? AND stock_fence <= ?",
-		n, fence, dbTime(now()), voucherID, fence)
+	res, err := q.w.ExecContext(ctx, "UPDATE vouchers SET remaining = ?, stock_fence = ?, updated_at = ? WHERE id = ? AND stock_fence <= ? AND remaining = ?",
+		n, fence, dbTime(now()), voucherID, fence, old)
 	if err != nil {
 		return false, wrap(op, checkError(err, n))
 	}
-	return oneRow(res, op)
+	if ok, err := oneRow(res, op); ok || err != nil {
+		return ok, err
+	}
+	var claimed int64
+	err = q.r.QueryRowContext(ctx, "SELECT stock_fence FROM vouchers WHERE id = ?", voucherID).Scan(&claimed)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && claimed > fence {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	return false, ErrStockMoved
 }
+
+// ErrStockMoved is returned by SetRemainingFenced when the remaining
+// stock is no longer the value the caller read.
+var ErrStockMoved = errors.New("store: the remaining stock moved since it was read")
 
 // CompareAndSetRemaining writes newN as the remaining stock only if it is
 // still old, and reports whether it did: optimistic locking on the stock

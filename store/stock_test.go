@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -187,22 +188,26 @@ func TestStockFenceRefusesAStaleHolder(t *testing.T) {
 				t.Fatalf("ClaimStockFence(%d) = %v, %v; want %v", fence, ok, err, want)
 			}
 		}
-		set := func(n int, fence int64, want bool) {
+		set := func(old, n int, fence int64, want bool) {
 			t.Helper()
-			if ok, err := db.SetRemainingFenced(t.Context(), 1, n, fence); err != nil || ok != want {
-				t.Fatalf("SetRemainingFenced(%d, fence %d) = %v, %v; want %v", n, fence, ok, err, want)
+			if ok, err := db.SetRemainingFenced(t.Context(), 1, old, n, fence); err != nil || ok != want {
+				t.Fatalf("SetRemainingFenced(%d → %d, fence %d) = %v, %v; want %v", old, n, fence, ok, err, want)
 			}
 		}
 		claim(5, true)
-		set(9, 5, true) // the claimer writes
-		claim(7, true)  // the next holder claims before the stale one (5) writes
-		set(8, 5, false)
+		set(10, 9, 5, true) // the claimer writes
+		claim(7, true)      // the next holder claims before the stale one (5) writes
+		set(9, 8, 5, false)
 		claim(6, false) // a stale holder claiming late is refused too
-		set(8, 7, true)
-		set(7, 9, true) // a higher fence writes without a claim
-		set(6, 8, false)
+		set(9, 8, 7, true)
+		set(8, 7, 9, true) // a higher fence writes without a claim
+		set(7, 6, 8, false)
 		wantRemaining(t, db, 1, 7)
-		if ok, err := db.SetRemainingFenced(t.Context(), 2, 1, 99); err != nil || ok {
+		// The stock moved since the holder read it (a return): ErrStockMoved.
+		if ok, err := db.SetRemainingFenced(t.Context(), 1, 6, 5, 9); !errors.Is(err, ErrStockMoved) || ok {
+			t.Fatalf("SetRemainingFenced from a stale read = %v, %v; want ErrStockMoved", ok, err)
+		}
+		if ok, err := db.SetRemainingFenced(t.Context(), 2, 1, 0, 99); err != nil || ok {
 			t.Fatalf("SetRemainingFenced on a missing voucher = %v, %v", ok, err)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/lock"
+	"github.com/flashsale/flashsale/store"
 )
 
 // Locker takes the named lock of the stocklock strategy. Serve uses the
@@ -88,23 +89,7 @@ func (s *stocklock) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) 
 			return nil, cmp.Or(err, staleLock())
 		}
 	}
-	n, err := s.readStock(ctx, v, req)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.pause(ctx); err != nil {
-		return nil, err
-	}
-	q := req.Units()
-	if f := h.Fence(); f > 0 {
-		ok, err := s.cfg.DB.SetRemainingFenced(ctx, voucherID, n-q, f)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, staleLock()
-		}
-	} else if err := s.cfg.DB.SetRemaining(ctx, voucherID, n-q); err != nil {
+	if err := s.takeStock(ctx, h, v, req); err != nil {
 		return nil, err
 	}
 	o, err := s.newOrder(ctx, v, req)
@@ -112,6 +97,38 @@ func (s *stocklock) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) 
 		return nil, err
 	}
 	return o, s.cfg.DB.InsertOrder(ctx, o, v.BuyerLimit())
+}
+
+// takeStock is the read-check-write of stock under the voucher's lock h.
+// With a fenced lock the write is refused when a later holder claimed the
+// stock, and read again when a cancel or expiry gave units back since the
+// read (returns take no stock lock: they add, and the write must not undo
+// them).
+func (s *stocklock) takeStock(ctx context.Context, h Held, v *flashsale.Voucher, req flashsale.OrderRequest) error {
+	n, err := s.readStock(ctx, v, req)
+	if err != nil {
+		return err
+	}
+	if err := s.pause(ctx); err != nil {
+		return err
+	}
+	q := req.Units()
+	f := h.Fence()
+	if f <= 0 { // the lab's broken locks: the seeds' plain write
+		return s.cfg.DB.SetRemaining(ctx, v.ID, n-q)
+	}
+	for {
+		ok, err := s.cfg.DB.SetRemainingFenced(ctx, v.ID, n, n-q, f)
+		if !errors.Is(err, store.ErrStockMoved) {
+			if err == nil && !ok {
+				return staleLock()
+			}
+			return err
+		}
+		if n, err = s.readStock(ctx, v, req); err != nil {
+			return err
+		}
+	}
 }
 
 // staleLock is the EBusy error of a holder whose fence was refused.

@@ -111,8 +111,17 @@ func newSyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services,
 		Locks:      locks,
 		RaceWindow: cfg.raceWindow,
 		LockWait:   cfg.lockWait,
-		Lifecycle:  lifecycle.New(b.db, lifecycle.Config{Logger: log}),
 	}
+	// The gate's Restocker too: an instance of any strategy expires the due
+	// orders of every voucher in the database, and an async voucher's
+	// units go back into the gate's stock (a voucher the gate does not hold
+	// is left alone there).
+	restock, err := withFaults(async.Returns(b.redis, async.Config{Prefix: b.prefix}))
+	if err != nil {
+		locks.Close()
+		return nil, err
+	}
+	scfg.Lifecycle = lifecycle.New(b.db, lifecycle.Config{Restocker: restock, Logger: log})
 	if err := cfg.locks.config(&scfg, b); err != nil {
 		locks.Close()
 		return nil, err
