@@ -28,7 +28,7 @@ type backendFlags struct {
 }
 
 func (f *backendFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.redis, "redis", "", "Redis URL: redis://host:port/db for one node; redis://s1:port/db?addr=s2:port&addr=s3:port&master_set=NAME through Sentinels s1..s3; redis://m1:port?addr=m2:port&addr=m3:port for a Redis Cluster (README: Redis topologies); empty: an embedded in-process Redis, for trying things out")
+	fs.StringVar(&f.redis, "redis", "", "Redis URL: redis://host:port/db for one node; redis://s1:port/db?addr=s2:port&addr=s3:port&master_set=NAME through Sentinels s1..s3; redis://m1:port?addr=m2:port&addr=m3:port for a Redis Cluster (docs/operations.md, Redis topologies); empty: an embedded in-process Redis, for trying things out")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", async.DefaultPrefix, "prefix of every Redis key (several deployments can share one Redis)")
 	fs.StringVar(&f.db, "db", "", "database URL (mysql://user:pass@host:port/name, the database must exist; or sqlite:///path.db); empty: an embedded SQLite file, for trying things out")
 }

@@ -64,7 +64,7 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 	c.jwtSecret.register(fs, "with --target: the servers' JWT secret, to mint buyer tokens")
 	fs.StringVar(&c.adminToken, "admin-token", "", "with --target: the servers' admin token, to create vouchers")
 	fs.IntVar(&c.stock, "stock", 200, "stock of each run's fresh voucher (200 of 1000 buyers: enough that optimistic's undersell shows on SQLite too)")
-	fs.IntVar(&c.shards, "shards", 1, "async: split each voucher's stock into this many Redis shards (1-64; see README, shards)")
+	fs.IntVar(&c.shards, "shards", 1, "async: split each voucher's stock into this many Redis shards (1-64; docs/operations.md, shards)")
 	fs.IntVar(&c.users, "users", 1000, "buyers (user ids 1..users)")
 	fs.IntVar(&c.requests, "requests", 0, "order attempts per run, spread over the buyers (default 3×users)")
 	fs.IntVar(&c.concurrency, "concurrency", 200, "requests in flight (closed model), or at most in flight (open model)")
