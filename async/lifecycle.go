@@ -14,13 +14,16 @@ import (
 // cancelled.
 func (s *Service) CancelOrder(ctx context.Context, id, userID int64) (*flashsale.Order, error) {
 	o, err := s.life.CancelOrder(ctx, id, userID)
-	if flashsale.ErrorCode(err) != flashsale.ENotFound {
-		return o, err
+	if flashsale.ErrorCode(err) == flashsale.ENotFound {
+		if err := s.persistPending(ctx, id, userID); err != nil {
+			return nil, err
+		}
+		o, err = s.life.CancelOrder(ctx, id, userID)
 	}
-	if err := s.persistPending(ctx, id, userID); err != nil {
-		return nil, err
+	if err == nil {
+		s.forgetSoldOut(o.VoucherID) // its units are back: sell them here at once
 	}
-	return s.life.CancelOrder(ctx, id, userID)
+	return o, err
 }
 
 // PayOrder records the payment of an order awaiting payment (see

@@ -125,9 +125,8 @@ func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.R
 		l.remember(flashsale.EEnded, s.cfg.VerdictTTL, 0)
 		return nil, refusal(flashsale.EEnded, 0)
 	case gateSoldOut:
-		window, _ := res[1].AsInt64()
 		if req.Units() == 1 { // an order of more units says nothing of one
-			l.remember(flashsale.ESoldOut, s.soldOutTTL(window > 0), 0)
+			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
 		}
 		return nil, refusal(flashsale.ESoldOut, 0)
 	case gateDuplicate:
@@ -158,7 +157,7 @@ func (s *Service) accepted(l *local, res []rueidis.RedisMessage, req flashsale.O
 	payBy, _ := res[7].AsInt64()
 	s.observeLevel(l, req.VoucherID, shard, seen, loaded, level(left, initial, given, returned))
 	if left == 0 && l.shards == nil { // a dry shard is refilled from the others
-		l.remember(flashsale.ESoldOut, s.soldOutTTL(payBy > 0), 0)
+		l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
 	}
 	o := &flashsale.Order{ID: orderID, VoucherID: req.VoucherID, UserID: req.UserID, Quantity: req.Units(), Status: flashsale.StatusPending,
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: layout.EntryTime(entry)}
@@ -183,20 +182,6 @@ func (s *Service) keyPlaced(ctx context.Context, res []rueidis.RedisMessage, req
 	}
 	return o, nil
 }
-
-// soldOutTTL returns how long an instance remembers that a voucher is sold
-// out: with a payment window, units come back as orders expire, and every
-// instance must see them within a second.
-func (s *Service) soldOutTTL(window bool) time.Duration {
-	if window {
-		return min(s.cfg.VerdictTTL, ReturnVerdictTTL)
-	}
-	return s.cfg.VerdictTTL
-}
-
-// ReturnVerdictTTL bounds how long an instance remembers that a voucher
-// with a payment window is sold out.
-const ReturnVerdictTTL = 100 * time.Millisecond
 
 // FindOrder returns the order with the given id: from MySQL once the
 // consumer has persisted it; before that, from Redis with status pending

@@ -165,6 +165,7 @@ func (api *testAPI) services(o apiOptions, ids *idgen.Generator) (flashsale.Vouc
 			t.Fatal(err)
 		}
 		wg.Go(func() { _ = api.life.Run(ctx, lifecycle.ExpirerConfig{}) })
+		wg.Go(func() { svc.WatchReturns(ctx) })
 		if !o.noConsumer {
 			c := consume.New(api.redis, api.db, consume.Config{Prefix: api.prefix + "a:", Block: 100 * time.Millisecond, Refresh: 100 * time.Millisecond})
 			wg.Go(func() { _ = c.Run(ctx) })

@@ -9,13 +9,15 @@ import (
 
 // BenchmarkWindowSale measures the async sale shape of BenchmarkHotVoucher
 // (stock 1,000, every buyer clicking five times) on a voucher without a
-// payment window and on one with a window of one second that nobody pays:
-// while the sale runs, every unpaid unit expires, goes back into the
-// gate's stock and is sold again, so the returns run beside the hot path.
-// Compare the two ratios (attempts/s over /healthz/s, measured in the same
-// run): the returns must not tax the hot path.
+// payment window, with a window of ten minutes (nothing expires during
+// the run: what a window itself costs the hot path, the expirer polling
+// beside it) and with a window of one second that nobody pays (every unit
+// expires, goes back into the gate's stock and is sold again, over and
+// over: the returns run beside the hot path, and far more attempts are
+// accepted orders than in a sale that sells out once). Compare the
+// ratios (attempts/s over /healthz/s, measured in the same run).
 func BenchmarkWindowSale(b *testing.B) {
-	for _, window := range []int{0, 1} {
+	for _, window := range []int{0, 600, 1} {
 		b.Run(fmt.Sprintf("async/window=%ds", window), func(b *testing.B) {
 			api := newTestAPI(b, apiOptions{strategy: "async"})
 			benchOrdersOn(b, api, api.createWindowVoucher(1000, window), max(b.N/5, 1))

@@ -91,12 +91,25 @@ func (r *Restocker) restock(ctx context.Context, voucherID int64, orders []*flas
 		}
 	}
 	if r.cfg.MinReplicas > 0 {
-		return r.restockReplicated(ctx, shards[0], execs)
-	}
-	for _, res := range returnScript.ExecMulti(ctx, r.client, execs...) {
-		if err := res.Error(); err != nil {
+		if err := r.restockReplicated(ctx, shards[0], execs); err != nil {
 			return err
 		}
+	} else {
+		for _, res := range returnScript.ExecMulti(ctx, r.client, execs...) {
+			if err := res.Error(); err != nil {
+				return err
+			}
+		}
 	}
+	r.announce(ctx, voucherID)
 	return nil
+}
+
+// announce tells every gate that the voucher's units came back, so an
+// instance that remembers it sold out asks Redis again at once. It is
+// best effort: a gate that misses it asks again when its memory of the
+// sell-out runs out (async.Config.VerdictTTL).
+func (r *Restocker) announce(ctx context.Context, voucherID int64) {
+	cmd := r.client.B().Publish().Channel(r.keys.ReturnsChannel()).Message(strconv.FormatInt(voucherID, 10)).Build()
+	_ = r.client.Do(ctx, cmd).Error()
 }

@@ -97,7 +97,11 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 		n, berr := svc.Backlog(ctx)
 		return map[string]any{"backlog": n}, errors.Join(err, berr)
 	}
-	stopWatch := watchEpoch(svc, log)
+	stopEpoch := watchEpoch(svc, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { svc.WatchReturns(ctx) })
+	stopWatch := func() { stopEpoch(); cancel(); wg.Wait() }
 	return &services{vouchers: svc, orders: svc, life: acfg.Lifecycle, consumer: cfg.consumer.new(b, log), ready: ready, close: stopWatch}, nil
 }
 

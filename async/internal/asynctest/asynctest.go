@@ -93,6 +93,10 @@ func NewOn(t testing.TB, client rueidis.Client, prefix, dsn, url string) *Env {
 	if e.Svc, err = async.NewService(client, e.DB, e.Config()); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Svc.WatchReturns(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 	return e
 }
 

@@ -34,6 +34,7 @@
 //	<prefix>epoch           random id written when Redis is found empty
 //	<prefix>{e<n>}:epoch    on Redis Cluster, the same for the master that owns the slot of {e<n>}
 //	<prefix>epochs          stream: the data losses services noticed (the FieldLoss… fields)
+//	<prefix>returns         Pub/Sub channel: the ids of vouchers whose units came back
 //	<prefix>owner           the database this prefix belongs to: JSON, written once (SET NX)
 //	<prefix>alive:<group>:<consumer>  a consumer's heartbeat, expires unless renewed
 //
@@ -110,6 +111,11 @@ func (k Keyspace) Tagged(body string) VoucherKeys {
 // Registry returns the key of the set of vouchers whose streams the
 // consumers read: a member per voucher, or per shard ("<id>.<n>").
 func (k Keyspace) Registry() string { return k.prefix + "vouchers" }
+
+// ReturnsChannel returns the Pub/Sub channel on which returns announce a
+// voucher whose units came back: every gate then forgets that it was sold
+// out (a message names the voucher's id).
+func (k Keyspace) ReturnsChannel() string { return k.prefix + "returns" }
 
 // Retiring returns the key of the sorted set of vouchers whose sale is
 // over and drained: voucher id → when its keys may be deleted (ms since

@@ -1,0 +1,49 @@
+package async
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// WatchReturns makes the instance forget that a voucher is sold out as
+// soon as a return puts units of it back (every Restocker announces them),
+// until ctx ends. Without it, an instance sees returned units once it
+// forgets the sell-out on its own, after Config.VerdictTTL; a notice lost
+// while the subscription reconnects falls back to that.
+func (s *Service) WatchReturns(ctx context.Context) {
+	sub := s.client.B().Subscribe().Channel(s.keys.ReturnsChannel()).Build()
+	for ctx.Err() == nil {
+		err := s.client.Receive(ctx, sub, func(m rueidis.PubSubMessage) {
+			if id, err := strconv.ParseInt(m.Message, 10, 64); err == nil {
+				s.forgetSoldOut(id)
+			}
+		})
+		if ctx.Err() == nil {
+			s.log.Warn("async: the subscription to returned units broke; subscribing again", "err", err)
+			_ = sleepCtx(ctx, time.Second)
+		}
+	}
+}
+
+// forgetSoldOut drops what the instance remembers of a voucher's refusals,
+// so the next order asks Redis.
+func (s *Service) forgetSoldOut(voucherID int64) {
+	if l, ok := s.locals.Load(voucherID); ok {
+		l.(*local).verdict.Store(nil)
+	}
+}
+
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
