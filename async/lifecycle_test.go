@@ -122,7 +122,7 @@ func TestExpiredUnitsSoldAgain(t *testing.T) {
 		return stock == 4, nil
 	})
 	e.placeEventually(v, 3, 2) // once the return's notice reaches this instance
-	e.place(v, 1, 2) // a former buyer too
+	e.place(v, 1, 2)           // a former buyer too
 	if _, err := e.Svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 4}); asynctest.Code(err) != flashsale.ESoldOut {
 		t.Fatalf("past the returned units: %v, want sold_out", err)
 	}

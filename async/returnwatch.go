@@ -23,7 +23,10 @@ func (s *Service) WatchReturns(ctx context.Context) {
 		})
 		if ctx.Err() == nil {
 			s.log.Warn("async: the subscription to returned units broke; subscribing again", "err", err)
-			_ = sleepCtx(ctx, time.Second)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
 		}
 	}
 }
@@ -33,17 +36,5 @@ func (s *Service) WatchReturns(ctx context.Context) {
 func (s *Service) forgetSoldOut(voucherID int64) {
 	if l, ok := s.locals.Load(voucherID); ok {
 		l.(*local).verdict.Store(nil)
-	}
-}
-
-// sleepCtx waits d, or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

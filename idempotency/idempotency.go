@@ -106,8 +106,10 @@ func (s *Orders) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*f
 		if time.Now().After(deadline) {
 			return nil, &flashsale.Error{Code: flashsale.EBusy, Message: "a request with this Idempotency-Key is still in progress; try again", RetryAfter: time.Second}
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return nil, err
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
 }
@@ -171,16 +173,4 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 
 func unavailable(err error) error {
 	return fmt.Errorf("%w: idempotency: %w", &flashsale.Error{Code: flashsale.EUnavailable, Message: "the idempotency store is unavailable; try again shortly", RetryAfter: time.Second}, err)
-}
-
-// sleep waits d, or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
