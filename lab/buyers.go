@@ -17,18 +17,12 @@ import (
 )
 
 // buyers act out what the buyers of a sale with a payment window do once
-// an order of theirs is accepted: each order is paid with probability
-// pay, through the payment provider's signed webhook (POST /api/payments,
-// for the voucher's price times the quantity), cancelled by its buyer
-// (POST /api/orders/{id}/cancel) with probability cancel, or else left to
-// expire. The fates follow a golden-ratio sequence from a random start,
-// so that every run of consecutive orders has close to the shares asked
-// for, however short (a sale of 10 units sees its cancels and expiries).
-// A buyer acts after a think time drawn uniformly from [0,
-// window): some payments arrive near pay_by and race the expiry, and one
-// that arrives too late is refused order_closed (a late payment; its units
-// are resold). A buyer who has had an order accepted is done; the others
-// are the market the sale's later waves send (Sale.resale).
+// an order of theirs is accepted, after a think time drawn from [0,
+// window): pay it through the signed webhook (probability pay), cancel it
+// (probability cancel), or leave it to expire. The fates follow a
+// golden-ratio sequence from a random start, so even a short run of orders
+// gets close to the shares asked for; a payment that arrives too late is
+// refused order_closed (late), and its units are resold.
 type buyers struct {
 	ctx         context.Context // the sale's: a think time outlives the Load's
 	client      *http.Client

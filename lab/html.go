@@ -24,15 +24,10 @@ var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{
 }).Parse(reportTemplate))
 
 // WriteHTML writes rep as one self-contained HTML page (inline CSS and
-// SVG, no script, nothing fetched): the setup, the audit table with the
-// unsafe rows marked, the verdicts, each run's rate beside its ceiling and
-// when its stock ran out, the answers of each whole second of the runs
-// long enough to show them, and each run's latency distribution. Its
-// figures are the report's own, as WriteJSON writes them, rounded for
-// reading (each exact one in its cell's data-value).
-//
-// A report with a Lifecycle report (flashsale demo's sales with a payment
-// window) ends with that one's setup, audit table and verdicts.
+// SVG, no script, nothing fetched) of the report's own figures, as
+// WriteJSON writes them, rounded for reading (each exact one in its cell's
+// data-value); a report with a Lifecycle report ends with that one's
+// setup, table and verdicts. What the page shows: docs/observability.md.
 func WriteHTML(w io.Writer, rep Report) error {
 	seconds, short := secondsChart(rep.Runs)
 	data := struct {

@@ -9,21 +9,14 @@ import (
 	"time"
 )
 
-// Load sends a plan's shots to servers and records every answer. It is the
-// load generator of a Sale, and of its calibration on GET /healthz.
-//
-// In the closed model (Rate 0) Concurrency requests are in flight at all
-// times: a new one leaves as soon as one is answered, and latency runs
-// from the moment a request is sent. In the open model requests leave on a
-// fixed schedule, Rate per second, whatever the servers do, and latency
-// runs from the scheduled time: a request that waits for a free slot
-// (Concurrency still bounds what is in flight, to protect the machine) or
-// for a late dispatcher counts that wait, so a server that stalls cannot
-// hide its stall by slowing the load down (coordinated omission).
-//
-// The clicks of a double-click shot are built first and then released
-// together, each on its own connection, so they reach the servers at the
-// same time, as a double click or a bot does.
+// Load sends a plan's shots to servers and records every answer: the load
+// generator of a Sale, and of its calibration on GET /healthz. Closed
+// model (Rate 0): Concurrency requests in flight at all times, latency
+// from the send. Open model: Rate requests per second on a fixed
+// schedule, latency from the scheduled time, so a stalling server cannot
+// hide its stall by slowing the load (coordinated omission). A
+// double-click shot's clicks are released together, on connections of
+// their own, as a double click or a bot sends them.
 type Load struct {
 	// Targets are the servers' base URLs. Requests go to them round robin,
 	// one request each, as a load balancer does.

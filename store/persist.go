@@ -55,15 +55,12 @@ const persistAttempts = 3
 var errRaced = errors.New("store: batch raced another writer")
 
 // PersistOrders stores a batch of orders the Redis gate accepted, all or
-// nothing, and idempotently: an order whose id is stored already is
-// OutcomeAlreadyPresent, one whose voucher and user hold another order
-// OutcomeConflict, and the rest are inserted with status created (keeping
-// CreatedAt if set, else now), each taking a unit of its voucher's stock.
-// When a voucher has too little stock nothing is stored and the error is a
-// *StockShortError wrapping flashsale.ErrStockShort (retry in smaller
-// batches), and when a voucher does not exist a *UnknownVoucherError
-// wrapping flashsale.ErrUnknownVoucher; a batch that keeps racing another
-// writer gets EBusy. How: DESIGN.md.
+// nothing, idempotently: OutcomeAlreadyPresent for an id stored already,
+// OutcomeConflict for an order past its buyer's limit, and the rest
+// inserted (awaiting payment with a PayBy, else created) taking their
+// units. Errors: a *StockShortError (retry in smaller batches), an
+// *UnknownVoucherError, or EBusy for a batch that keeps racing another
+// writer; then nothing is stored. How: DESIGN.md.
 func (db *DB) PersistOrders(ctx context.Context, orders []flashsale.Order) (flashsale.PersistResult, error) {
 	for i := range orders {
 		if orders[i].ID <= 0 {

@@ -20,20 +20,18 @@ type item struct {
 	deliveries int64 // 0 when not known
 }
 
-// handle persists a batch of entries and acknowledges them. deliveries is
-// nil for entries this process read new, or re-read after an error, and
-// parallel to entries for entries taken over from other consumers or left
-// to this one's name by an earlier process. An entry delivered more than
-// MaxDeliveries times is persisted on its own, after the batch, so that
-// an order that crashes its consumer does not take its batch with it. It
-// is dead-lettered only if persisting it fails for good (stock short, a
-// conflicting order), or if more than MaxDeliveries attempts on its own
-// never finished: the count of those is kept in Redis, so a crash blames
-// the one entry being persisted, not the entries waiting behind it, and
-// deliveries that add up while MySQL is down and consumers restart do
-// not give an accepted order up. It returns an error only when entries
-// are left pending (ctx done, or Redis failed); they are persisted later.
+// handle persists a batch of entries and acknowledges them; an entry
+// delivered more than MaxDeliveries times (deliveries, parallel to
+// entries, or nil when this process read them new) is persisted on its
+// own after the batch, and dead-lettered only if that fails for good or
+// MaxDeliveries attempts on its own never finished. It returns an error
+// only when entries are left pending (ctx done, or Redis failed).
 func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64) error {
+	// Alone, an order that crashes its consumer does not take its batch
+	// with it; the count of attempts alone is kept in Redis, so a crash
+	// blames the entry being persisted, not those waiting behind it, and
+	// deliveries that add up while MySQL is down and consumers restart do
+	// not give an accepted order up.
 	if len(entries) == 0 {
 		return nil
 	}

@@ -99,18 +99,15 @@ func (w *worker) consume(ctx context.Context) error {
 
 // drainOwn persists the entries delivered to this consumer's name and not
 // acknowledged: left by an earlier Run, or by a failure just now.
-//
-// The entries pending when a worker starts were delivered to an earlier
-// process under this name, which may have died on them (a consumer name
-// is kept across restarts): they go through the delivery count checks of
-// entries taken over from other consumers, so that an order that kills
-// every process reading it is isolated and the rest of its batch is
-// persisted. Re-read later, after an error, they did not kill this one,
-// and their counts are not looked at (each re-read still adds one in
-// Redis, as XREADGROUP does: after many Redis errors in one process, the
-// next process to read them persists them one by one, which is slower but
-// loses nothing).
 func (w *worker) drainOwn(ctx context.Context) error {
+	// The entries pending when a worker starts were delivered to an
+	// earlier process under this name, which may have died on them: they go
+	// through the delivery count checks of entries taken over from others,
+	// so an order that kills every process reading it is isolated. Re-read
+	// after an error, they did not kill this one, and their counts are not
+	// looked at (each re-read still adds one in Redis, as XREADGROUP does:
+	// the next process may persist them one by one, slower, losing
+	// nothing).
 	for {
 		cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.c.cfg.BatchSize)).
 			Streams().Key(w.keys.Orders).Id("0").Build()

@@ -107,16 +107,10 @@ func demoLifecycle(cfg benchConfig) *benchConfig {
 	return &c
 }
 
-// runParallel runs each strategy's sale at once, each on instances of its
-// own and, on embedded backends, on a Redis and a database of its own too,
-// and returns the rows worth showing in the order named. Their progress is
-// shown as plain lines: bars redrawn in place by several runs at once
-// would garble each other.
-//
-// The backends are apart because every instance expires the orders of
-// every voucher in its database, and an instance of a synchronous
-// strategy puts the units it expires back in MySQL alone: an async
-// voucher's expired unit would never be on sale in its gate again.
+// runParallel runs each strategy's sale at once, each on instances and, on
+// embedded backends, a Redis and a database of its own, and returns the
+// rows worth showing in the order named; progress is plain lines (bars
+// redrawn in place by several runs at once would garble each other).
 func (fl *fleets) runParallel(ctx context.Context, authn *auth.Authenticator, log *slog.Logger, stderr io.Writer) ([]lab.Row, error) {
 	runs := restrictedRuns(&fl.cfg.rules, fl.cfg.strategyList(), fl.cfg.locks.kinds)
 	rows, shown, errs := make([]lab.Row, len(runs)), make([]bool, len(runs)), make([]error, len(runs))
