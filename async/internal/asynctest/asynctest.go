@@ -95,7 +95,8 @@ func NewOn(t testing.TB, client rueidis.Client, prefix, dsn, url string) *Env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); e.Svc.WatchReturns(ctx) }()
+	svc := e.Svc // a test may put another service in e.Svc
+	go func() { defer close(done); svc.WatchReturns(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return e
 }
