@@ -14,13 +14,17 @@ import (
 // forgets the sell-out on its own, after Config.VerdictTTL; a notice lost
 // while the subscription reconnects falls back to that.
 func (s *Service) WatchReturns(ctx context.Context) {
-	sub := s.client.B().Subscribe().Channel(s.keys.ReturnsChannel()).Build()
 	for ctx.Err() == nil {
-		err := s.client.Receive(ctx, sub, func(m rueidis.PubSubMessage) {
+		// A connection of its own: on RESP2 (miniredis, older servers) a
+		// subscribed connection takes no other command.
+		dc, release := s.client.Dedicate()
+		sub := dc.B().Subscribe().Channel(s.keys.ReturnsChannel()).Build()
+		err := dc.Receive(ctx, sub, func(m rueidis.PubSubMessage) {
 			if id, err := strconv.ParseInt(m.Message, 10, 64); err == nil {
 				s.forgetSoldOut(id)
 			}
 		})
+		release()
 		if ctx.Err() == nil {
 			s.log.Warn("async: the subscription to returned units broke; subscribing again", "err", err)
 			select {
