@@ -55,6 +55,7 @@ func (g *Generator) allocate(ctx context.Context, floor position, restart bool) 
 		strconv.FormatInt(floor.ts, 10),
 		strconv.FormatInt(floor.seq, 10),
 		restartArg,
+		strconv.FormatInt(g.seqMax, 10),
 	}).AsIntSlice()
 	if err != nil {
 		return allocation{}, fmt.Errorf("%w: allocating a range: %w", ErrUnavailable, err)
@@ -98,7 +99,7 @@ func (g *Generator) fetch(ctx context.Context, floor position) (span, error) {
 			return span{}, fmt.Errorf("%w: second %d since %s", ErrTimeRange, a.now, g.epoch.Format(time.RFC3339))
 		}
 		if a.count > 0 {
-			return span{lo: compose(a.ts, a.start), hi: compose(a.ts, a.start+a.count)}, nil
+			return g.span(a.ts, a.start, a.count), nil
 		}
 		if a.wait > maxClockWait {
 			g.log.Warn("idgen: Redis's clock is behind the hash (it went back); waiting for it",
@@ -130,7 +131,7 @@ func (g *Generator) lookUpFloor(ctx context.Context, floor position) (position, 
 	if err != nil {
 		return floor, false, fmt.Errorf("%w: looking up the floor: %w", ErrUnavailable, err)
 	}
-	if p := past(id); id > 0 && p.after(floor) {
+	if p := g.past(id); id > 0 && p.after(floor) {
 		return p, true, nil
 	}
 	return floor, id > 0, nil

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/hashslot"
 	"github.com/redis/rueidis"
 )
 
@@ -71,6 +72,14 @@ func WithPrefix(prefix string) Option {
 // larger gaps: a process that stops leaves the rest of its ranges unused.
 func WithBatch(n int64) Option {
 	return func(g *Generator) { g.batch = min(max(n, 1), maxBatch) }
+}
+
+// WithSlot makes the Generator hand out slotted IDs carrying slot (0 ≤
+// slot < 16384, a Redis Cluster hash slot; see Slot): its hash is then
+// "<prefix>{<tag>}:<name>", in that slot, and a second holds 2^17 IDs.
+// Slots keeps one such Generator per slot.
+func WithSlot(slot int) Option {
+	return func(g *Generator) { g.slot = slot & slotMask; g.slotted = true }
 }
 
 // WithEpoch sets the epoch the 31 bits of seconds count from (default
@@ -123,6 +132,9 @@ type Generator struct {
 	epoch   time.Time
 	floorFn FloorFunc
 	log     *slog.Logger
+	slotted bool  // WithSlot: the IDs carry slot
+	slot    int   // the slot of a slotted Generator
+	seqMax  int64 // the sequence numbers of one second
 
 	ctx    context.Context // cancelled by Close; background fetches run in it
 	cancel context.CancelFunc
@@ -144,10 +156,14 @@ type Generator struct {
 	roundTrips, resets, failures atomic.Uint64
 }
 
-// span is a range [lo, hi) of IDs.
-type span struct{ lo, hi int64 }
+// span is a range [lo, hi) of IDs, one every 1<<shift (a slotted
+// Generator's IDs of one second differ by 1<<slotBits).
+type span struct {
+	lo, hi int64
+	shift  uint
+}
 
-func (s span) len() int64 { return s.hi - s.lo }
+func (s span) len() int64 { return (s.hi - s.lo) >> s.shift }
 
 // New returns a Generator of IDs for name (for example "order"), backed by
 // the Redis hash "<prefix>{<name>}". It does not talk to Redis until the
@@ -163,7 +179,11 @@ func New(c rueidis.Client, name string, opts ...Option) *Generator {
 	for _, opt := range opts {
 		opt(g)
 	}
-	g.key = g.prefix + "{" + name + "}"
+	g.key, g.seqMax = g.prefix+"{"+name+"}", maxBatch
+	if g.slotted {
+		g.key, g.seqMax = g.prefix+"{"+hashslot.Tag(g.slot)+"}:"+name, 1<<slottedSeqBits
+		g.batch = min(g.batch, g.seqMax)
+	}
 	g.low = g.batch / 2
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
@@ -185,7 +205,7 @@ func (g *Generator) NextID(ctx context.Context) (int64, error) {
 		}
 		if g.cur.len() > 0 {
 			id := g.cur.lo
-			g.cur.lo++
+			g.cur.lo += 1 << g.cur.shift
 			g.issued++
 			if g.cur.len() <= g.low && g.next.len() <= 0 && !g.fetching && g.mayFetch() {
 				g.startFetch()
@@ -263,7 +283,7 @@ func (g *Generator) runFetch(floor position, done chan struct{}) {
 		g.log.Info("idgen: allocating ids again", "key", g.key)
 	}
 	g.err, g.backoff = nil, 0
-	g.end = past(s.hi - 1)
+	g.end = g.past(s.hi - 1<<s.shift)
 	if g.cur.len() <= 0 {
 		g.cur = s
 	} else {
