@@ -47,6 +47,8 @@ type services struct {
 	locks      *lock.Client        // the lock strategy only
 	ready      httpapi.ReadyFunc
 	close      func()
+	// hashTag places a buyer's idempotency keys (async: in its shard).
+	hashTag func(ctx context.Context, voucherID, userID int64) string
 }
 
 // newServices builds the voucher and order services for the strategy.
@@ -59,7 +61,7 @@ func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, err
 	if err != nil {
 		return nil, err
 	}
-	svc.orders = idempotency.Wrap(svc.orders, b.redis, idempotency.Config{Prefix: b.prefix})
+	svc.orders = idempotency.Wrap(svc.orders, b.redis, idempotency.Config{Prefix: b.prefix, HashTag: svc.hashTag})
 	return svc, nil
 }
 
@@ -102,7 +104,8 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.WatchReturns(ctx) })
 	stopWatch := func() { stopEpoch(); cancel(); wg.Wait() }
-	return &services{vouchers: svc, orders: svc, life: acfg.Lifecycle, consumer: cfg.consumer.new(b, log), ready: ready, close: stopWatch}, nil
+	return &services{vouchers: svc, orders: svc, life: acfg.Lifecycle, consumer: cfg.consumer.new(b, log), ready: ready, close: stopWatch,
+		hashTag: svc.BuyerHashTag}, nil
 }
 
 // newSyncServices builds one of the synchronous strategies, with a lock
