@@ -34,8 +34,10 @@ import (
 //     returned units sold again); it reports returns/s and the buyers'
 //     attempts/s meanwhile.
 //
-// The "%time-max" metric is the busiest master's share; the target is
-// 100/K + 5.
+// "%time-<phase>-max" is the busiest master's share; the target is
+// 100/K + 5. "%cpu-<phase>-max" is the same of Redis's CPU (INFO cpu),
+// which a server descheduled mid-command does not inflate as it does the
+// command time (on a machine with fewer cores than masters).
 //
 //	go test -run '^$' -bench ShardSpread -benchtime 20000x -timeout 30m ./async/
 func BenchmarkShardSpread(b *testing.B) {
@@ -64,13 +66,14 @@ func BenchmarkShardSpread(b *testing.B) {
 	}
 }
 
-// commandTimes returns each master's command time per command, µs.
+// commandTimes returns each master's command time per command, µs, and
+// under cpuKey the CPU it used (user + system, µs).
 func commandTimes(b *testing.B, masters []*testenv.RedisServer) []map[string]float64 {
 	out := make([]map[string]float64, len(masters))
 	for i, m := range masters {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		client := m.Client(b)
-		text, err := client.Do(ctx, client.B().Info().Section("commandstats").Build()).ToString()
+		text, err := client.Do(ctx, client.B().Info().Section("commandstats").Section("cpu").Build()).ToString()
 		cancel()
 		if err != nil {
 			b.Fatal(err)
@@ -78,6 +81,10 @@ func commandTimes(b *testing.B, masters []*testenv.RedisServer) []map[string]flo
 		out[i] = map[string]float64{}
 		for line := range strings.SplitSeq(text, "\n") {
 			cmd, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if cmd == "used_cpu_user" || cmd == "used_cpu_sys" {
+				n, _ := strconv.ParseFloat(stats, 64)
+				out[i][cpuKey] += n * 1e6
+			}
 			if !ok || !strings.HasPrefix(cmd, "cmdstat_") {
 				continue
 			}
@@ -92,6 +99,9 @@ func commandTimes(b *testing.B, masters []*testenv.RedisServer) []map[string]flo
 	return out
 }
 
+// cpuKey holds a master's CPU among its commands' times.
+const cpuKey = "~cpu"
+
 // reportShares reports each master's share of the command time between
 // two readings, and the busiest one's, and logs each master's five
 // costliest commands.
@@ -100,12 +110,16 @@ func reportShares(b *testing.B, phase string, before, after []map[string]float64
 	if b.N == 1 { // the run that sizes b.N: its lines would crowd out the real run's
 		logf = func(string, ...any) {}
 	}
-	var total, busiest float64
+	var total, busiest, cpuTotal, cpuBusiest float64
 	spent := make([]float64, len(after))
 	var tops []string
 	for i := range after {
+		cpuTotal += after[i][cpuKey] - before[i][cpuKey]
 		var top []string
 		for cmd, us := range after[i] {
+			if cmd == cpuKey {
+				continue
+			}
 			d := us - before[i][cmd]
 			spent[i] += d
 			top = append(top, fmt.Sprintf("%s %.1f ms", cmd, d/1000))
@@ -122,6 +136,10 @@ func reportShares(b *testing.B, phase string, before, after []map[string]float64
 		b.ReportMetric(share, fmt.Sprintf("%%time-%s-m%d", phase, i))
 	}
 	b.ReportMetric(busiest, "%time-"+phase+"-max")
+	for i := range after { // CPU is not inflated by a server descheduled mid-command, as command time is
+		cpuBusiest = max(cpuBusiest, 100*(after[i][cpuKey]-before[i][cpuKey])/max(cpuTotal, 1))
+	}
+	b.ReportMetric(cpuBusiest, "%cpu-"+phase+"-max")
 	logf("%s: command time per master %s (%.0f ms in all); the costliest commands: %s", phase, strings.Join(shares, " · "), total/1000, strings.Join(tops, "; "))
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -44,7 +45,29 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 		return unavailable(fmt.Sprintf("create voucher %d: load into Redis (the voucher was not created)", v.ID), err)
 	}
 	s.statics.Store(v.ID, *v)
+	s.prepareIDs(ctx, v)
 	return nil
+}
+
+// prepareIDs takes, in the background, an order id in each shard's slot,
+// so that a slot new to the ID generator waits for its first range (up to
+// a second: a new hash) while the voucher waits for its sale, rather than
+// at its first orders. A failure only logs: the first order tries again.
+func (s *Service) prepareIDs(ctx context.Context, v *flashsale.Voucher) {
+	ids, ok := s.cfg.OrderIDs.(SlotIDGenerator)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+	var wg sync.WaitGroup
+	for _, vk := range s.keys.Shards(v.ID, v.ShardCount()) {
+		wg.Go(func() {
+			if _, err := ids.NextIDIn(ctx, vk.Slot); err != nil {
+				s.log.Warn("async: preparing order ids", "voucher", v.ID, "slot", vk.Slot, "err", err)
+			}
+		})
+	}
+	go func() { wg.Wait(); cancel() }()
 }
 
 // undoCreate removes what a failed CreateVoucher wrote. The load script

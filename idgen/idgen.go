@@ -1,6 +1,11 @@
 // Package idgen hands out globally unique, increasing 64-bit order IDs:
 // 31 bits of seconds since an epoch and a 32-bit sequence number within the
-// second.
+// second (New), or, slotted (Slots, WithSlot), a flag bit, the 31 bits of
+// seconds, a 17-bit sequence number and the 14-bit Redis Cluster slot the
+// ID was taken for: an ID then tells which slot its order's keys are in,
+// and each slot's IDs come from a hash in that slot, so no one key is hot
+// (see id.go for the layouts; Slots' IDs are unique and increase per
+// slot, and every slotted ID is above every plain one).
 //
 // Rather than INCR a Redis counter once per ID, a Generator
 // takes sequence numbers from Redis in ranges (one round trip per batch,
@@ -9,7 +14,8 @@
 // steady state. The second of an ID is the second, by Redis's clock, in
 // which its range was allocated, not the moment NextID returned it.
 //
-// All Generators sharing a name share one Redis hash, "<prefix>{<name>}",
+// All Generators sharing a name (and slot) share one Redis hash,
+// "<prefix>{<name>}" (slotted: "<prefix>{<tag of the slot>}:<name>"),
 // holding the second and the next sequence number. Ranges come out of it in
 // strictly increasing order, so IDs are unique across processes and
 // increase within each process. The hash is safe to lose (Redis restart,
@@ -18,8 +24,12 @@
 // clock and a floor (the caller's last ID and, with WithFloor, the largest
 // ID the system of record holds), so nothing allocated before the loss can
 // be allocated again. The price: after a loss, and on the first use of a
-// name, the new hash allocates nothing until the clock reaches its second
-// (under a second's wait, which the local ranges usually absorb).
+// name (for Slots: of a slot), the new hash allocates nothing until the
+// clock reaches its second (under a second's wait, which the local ranges
+// usually absorb). A slotted hash restarts past the whole second of the
+// floor ID, whose sequence number (another slot's) says nothing of its
+// own; a slot's second holds 2^17 IDs, and a hash that used them up waits
+// for the next second.
 //
 // Two holes remain. Redis's clock going back across a loss: ranges that
 // other processes hold unused, in seconds past the new clock and the floor,
