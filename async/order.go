@@ -11,7 +11,6 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async/internal/layout"
-	"github.com/flashsale/flashsale/internal/hashslot"
 )
 
 // Gate results, as gate.lua returns them.
@@ -96,7 +95,7 @@ func (s *Service) orderID(ctx context.Context, l *local, req flashsale.OrderRequ
 	if l.shards != nil {
 		return ids.NextIDIn(ctx, l.shards[layout.HomeShard(req.UserID, len(l.shards))].Slot)
 	}
-	return ids.NextIDIn(ctx, hashslot.Of(l.gateKeys[0]))
+	return ids.NextIDIn(ctx, l.slot)
 }
 
 // gateArgs returns the gate's ARGV for one order.

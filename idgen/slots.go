@@ -26,9 +26,9 @@ type Slots struct {
 	home   int
 	epoch  time.Time
 
-	mu     sync.Mutex
+	gens   sync.Map   // slot → *Generator
+	mu     sync.Mutex // making a Generator, closing
 	closed bool
-	gens   map[int]*Generator
 }
 
 // NewSlots returns Slots of name, each slot's Generator made with opts
@@ -36,7 +36,7 @@ type Slots struct {
 func NewSlots(c rueidis.Client, name string, opts ...Option) *Slots {
 	probe := New(nil, name, opts...) // only to read the options
 	probe.Close()
-	return &Slots{client: c, name: name, opts: opts, home: hashslot.Of(name), epoch: probe.epoch, gens: map[int]*Generator{}}
+	return &Slots{client: c, name: name, opts: opts, home: hashslot.Of(name), epoch: probe.epoch}
 }
 
 // NextID returns the next ID of the slot of the Slots' name.
@@ -46,17 +46,20 @@ func (s *Slots) NextID(ctx context.Context) (int64, error) { return s.NextIDIn(c
 // Generator.NextID does.
 func (s *Slots) NextIDIn(ctx context.Context, slot int) (int64, error) {
 	slot &= slotMask
-	s.mu.Lock()
-	g, ok := s.gens[slot]
-	if !ok && !s.closed {
-		g = New(s.client, s.name, append(append([]Option(nil), s.opts...), WithSlot(slot))...)
-		s.gens[slot] = g
+	g, ok := s.gens.Load(slot)
+	if !ok {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return 0, ErrClosed
+		}
+		if g, ok = s.gens.Load(slot); !ok { // made meanwhile?
+			g = New(s.client, s.name, append(append([]Option(nil), s.opts...), WithSlot(slot))...)
+			s.gens.Store(slot, g)
+		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
-	if g == nil {
-		return 0, ErrClosed
-	}
-	return g.NextID(ctx)
+	return g.(*Generator).NextID(ctx)
 }
 
 // Close closes every slot's Generator; NextIDIn returns ErrClosed
@@ -64,27 +67,22 @@ func (s *Slots) NextIDIn(ctx context.Context, slot int) (int64, error) {
 func (s *Slots) Close() {
 	s.mu.Lock()
 	s.closed = true
-	gens := s.gens
-	s.gens = map[int]*Generator{}
 	s.mu.Unlock()
-	for _, g := range gens {
-		g.Close()
-	}
+	s.gens.Range(func(_, g any) bool { g.(*Generator).Close(); return true })
 }
 
 // Stats returns the sum of the slots' Generators' counters.
 func (s *Slots) Stats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var sum Stats
-	for _, g := range s.gens {
-		st := g.Stats()
+	s.gens.Range(func(_, g any) bool {
+		st := g.(*Generator).Stats()
 		sum.IDs += st.IDs
 		sum.RoundTrips += st.RoundTrips
 		sum.Resets += st.Resets
 		sum.Failures += st.Failures
 		sum.Waits += st.Waits
-	}
+		return true
+	})
 	return sum
 }
 
