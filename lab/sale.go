@@ -100,11 +100,6 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 	if row.VoucherID, err = s.createVoucher(ctx, client, deadline); err != nil {
 		return row, setupError(err)
 	}
-	// A real sale's voucher is created before the sale opens. A new
-	// voucher's first order ids may wait up to a second (async: the first
-	// range of each of its shards' slots, a new idgen hash, which
-	// CreateVoucher starts taking): the load starts once that is done.
-	time.Sleep(voucherSettle)
 	tokens, err := s.tokens()
 	if err != nil {
 		return row, fmt.Errorf("%w: %w", ErrSetup, err)
@@ -320,9 +315,6 @@ func transportError(what string, res *Result) error {
 	}
 	return fmt.Errorf("%w: %d of %d requests of %s got no usable answer; first: %w", ErrTransport, res.Errors, res.Requests, what, res.ErrorSamples[0])
 }
-
-// voucherSettle is how long a sale waits after creating its voucher.
-const voucherSettle = 1100 * time.Millisecond
 
 // createVoucher creates the sale's voucher on the first target, on sale
 // from a minute ago (servers' clocks differ a little) for an hour, or with
