@@ -19,7 +19,7 @@ func TestPointerKey(t *testing.T) {
 		slot int
 	}{
 		{"plain", 28552331<<32 | 17, "fs:{p" + strconv.Itoa(28552331>>4) + "}", -1},
-		{"slotted, slot 0", 1<<62 | 28552331<<31 | 5<<14 | 0, "fs:{" + hashslot.Tag(0) + "}:p" + strconv.Itoa(28552331>>4), 0},
+		{"slotted, slot 0", 1<<62 | 28552331<<31 | 5<<14, "fs:{" + hashslot.Tag(0) + "}:p" + strconv.Itoa(28552331>>4), 0},
 		{"slotted, slot 16383", 1<<62 | 28552331<<31 | 5<<14 | 16383, "fs:{" + hashslot.Tag(16383) + "}:p" + strconv.Itoa(28552331>>4), 16383},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
