@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,13 +43,16 @@ type partitionMode struct {
 	// promise: nothing accepted is lost under a partition of the data
 	// nodes, and no buyer is told two orders.
 	promise bool
+	// logs: what serve says at start about partitions.
+	logs string
 }
 
 var partitionModes = []partitionMode{
 	{name: "memory", args: []string{"--durability", "memory"}},
 	{name: "aof", args: []string{"--durability", "aof"}, opts: []testenv.ServerOption{testenv.WithAOF()}},
-	{name: "replica1", args: []string{"--durability", "replica", "--min-replicas", "1"}},
-	{name: "replica-all", args: []string{"--durability", "replica", "--min-replicas", "2"}, opts: partitionSafeRedis, promise: true},
+	{name: "replica1", args: []string{"--durability", "replica", "--min-replicas", "1"}, logs: async.PartitionWarning},
+	{name: "replica-all", args: []string{"--durability", "replica", "--min-replicas", "2"}, opts: partitionSafeRedis, promise: true,
+		logs: "a network partition loses no accepted order"},
 }
 
 // partitionSafeRedis is the primary's side of the shipped configuration.
@@ -62,6 +67,7 @@ type partitionRig struct {
 	set    *testenv.SentinelSet
 	serves []*testenv.NetNode
 	urls   []string
+	logs   []string // serve's log files
 }
 
 // newPartitionRig starts the set and two serve instances in the mode and
@@ -89,7 +95,7 @@ func newPartitionRig(t *testing.T, m partitionMode) *partitionRig {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { proc.Kill() })
-		p.serves, p.urls = append(p.serves, nd), append(p.urls, proc.URL)
+		p.serves, p.urls, p.logs = append(p.serves, nd), append(p.urls, proc.URL), append(p.logs, proc.Log)
 	}
 	p.createStock(p.urls[0], partitionStock)
 	set.WaitReplicaSync(t)
@@ -168,6 +174,11 @@ func (f partitionFigures) String() string {
 // figures, asserting them when the mode promises.
 func runPartition(t *testing.T, m partitionMode, strike nemesis) partitionFigures {
 	p := newPartitionRig(t, m)
+	for _, name := range p.logs {
+		if out, err := os.ReadFile(name); err != nil || !strings.Contains(string(out), m.logs) {
+			t.Errorf("serve --durability %s did not log %q at start (%v):\n%s", m.name, m.logs, err, out)
+		}
+	}
 	s := &sale{accepted: map[int64]int64{}, named: map[int64]int64{}, codes: map[string]int{}}
 	l := &pacedLoad{rig: p.saleRig, s: s, targets: p.urls}
 	ctx, stop := context.WithCancel(context.Background())
@@ -194,7 +205,7 @@ func runPartition(t *testing.T, m partitionMode, strike nemesis) partitionFigure
 	}
 	f := p.count(s)
 	f.answered, f.requests = int(l.answered.Load()), int(l.requests.Load())
-	t.Logf("%s: %v; refusals %v, transport errors %d", m.name, f, s.codes, s.failures)
+	t.Logf("%s: %v; refusals %v, transport errors %d", t.Name(), f, s.codes, s.failures)
 	if m.promise && (f.lost != 0 || f.oversold != 0 || f.duplicates != 0) {
 		t.Errorf("durability %s promises no accepted order lost, none oversold, no buyer twice: %v", m.name, f)
 	}
