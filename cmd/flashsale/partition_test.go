@@ -320,3 +320,33 @@ func TestPartitionPrimaryMinority(t *testing.T) { partitionTest(t, primaryMinori
 
 // TestPartitionServeCutOff: nemesis (c).
 func TestPartitionServeCutOff(t *testing.T) { partitionTest(t, serveCutOff, partitionModes...) }
+
+// primaryWithInstances: the primary and both instances (their consumers)
+// cut from the Sentinels and the replicas, until a replica is promoted
+// and 3s more. The buyers still reach every instance: the old primary
+// takes their orders (answered 503: the replicas do not acknowledge them)
+// and the consumers read them there, the window docs/partitions.md names.
+func primaryWithInstances(p *partitionRig) {
+	old := p.set.Primary()
+	p.net.Partition(append([]*testenv.NetNode{old.NetNode()}, p.serves...), p.others(old))
+	promoted := p.set.WaitPromoted(p.t, old.Addr(), 60*time.Second)
+	time.Sleep(3 * time.Second)
+	p.net.Heal()
+	p.t.Logf("%s promoted; healed", promoted)
+	p.set.WaitFailover(p.t, old.Addr(), 60*time.Second)
+	p.set.WaitReplicaSync(p.t)
+}
+
+// partitionWideWindow is the shipped configuration with a primary that
+// goes on writing for 30s once cut off from its replicas: the window
+// before min-replicas-max-lag stops it, made wider than the partition.
+var partitionWideWindow = partitionMode{name: "replica-all-lag30", args: []string{"--durability", "replica", "--min-replicas", "2"},
+	opts:    []testenv.ServerOption{testenv.WithConfig("min-replicas-to-write", "2"), testenv.WithConfig("min-replicas-max-lag", "30")},
+	promise: true, logs: "a network partition loses no accepted order"}
+
+// TestPartitionPrimaryWithInstances: nemesis (a) with the instances on the
+// old primary's side, in the shipped configuration and with its window
+// widened.
+func TestPartitionPrimaryWithInstances(t *testing.T) {
+	partitionTest(t, primaryWithInstances, partitionModes[3], partitionWideWindow)
+}
