@@ -102,7 +102,7 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.WatchReturns(ctx) })
 	stopWatch := func() { stopEpoch(); cancel(); wg.Wait() }
-	return &services{vouchers: svc, orders: svc, life: acfg.Lifecycle, consumer: cfg.consumer.new(b, log), ready: ready, close: stopWatch}, nil
+	return &services{vouchers: svc, orders: svc, life: acfg.Lifecycle, consumer: cfg.consumer.new(b, acfg.Durability, log), ready: ready, close: stopWatch}, nil
 }
 
 // newSyncServices builds one of the synchronous strategies, with a lock
