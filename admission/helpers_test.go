@@ -58,7 +58,7 @@ func newEnv(t testing.TB, stock, rate int, beginIn time.Duration) *env {
 	t.Cleanup(func() { db.Close() })
 	client, prefix := testenv.Redis(t)
 	e := &env{t: t, ctx: ctx, db: db, client: client, prefix: prefix}
-	e.v = &flashsale.Voucher{ID: 1000 + nextVoucher.Add(1), Title: "queued", Stock: stock, BeginTime: time.Now().Add(beginIn), EndTime: time.Now().Add(time.Hour),
+	e.v = &flashsale.Voucher{ID: 1000 + nextVoucher.Add(1), Title: "queued", Stock: stock, BeginTime: time.Now().Add(beginIn), EndTime: time.Now().Add(beginIn + time.Hour),
 		Admission: flashsale.AdmissionQueue, AdmitPerSecond: rate}
 	if err := db.CreateVoucher(ctx, e.v); err != nil {
 		t.Fatal(err)

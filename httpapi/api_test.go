@@ -134,11 +134,11 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 		Orders:     idempotency.Wrap(admission.Wrap(orders, api.queue), rc, idempotency.Config{Prefix: api.prefix}),
 		Admission:  api.queue,
 		TrustProxy: o.trustProxy,
-		Auth:     a,
-		Limiter:  ratelimit.New(rc, api.prefix+"rate:"),
-		UserRate: o.rateUser,
-		IPRate:   o.rateIP,
-		Ready:    o.ready,
+		Auth:       a,
+		Limiter:    ratelimit.New(rc, api.prefix+"rate:"),
+		UserRate:   o.rateUser,
+		IPRate:     o.rateIP,
+		Ready:      o.ready,
 	}
 	if !o.noPayments {
 		srv.PaymentSecret = []byte(paymentSecret)
