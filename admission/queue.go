@@ -95,12 +95,11 @@ func (q *Queue) Poll(ctx context.Context, voucherID, userID int64, ticket string
 	}
 	r := q.keys.room(voucherID)
 	c := &call{ctx: ctx, args: f}
-	if err := q.batched("p"+r.meta, pollScript, []string{r.waiting, r.passes, r.done, r.meta}, nil, 4, c); err != nil {
+	if err := q.batched("p"+r.meta, pollScript, []string{r.waiting, r.passes, r.done, r.meta}, nil, 2, c); err != nil {
 		return nil, unavailable("poll", err)
 	}
-	now, _ := c.head[0].AsInt64()
-	rate, _ := c.head[1].AsInt64()
-	begin, _ := c.head[2].AsInt64()
+	rate, _ := c.head[0].AsInt64()
+	begin, _ := c.head[1].AsInt64()
 	state, _ := c.reply[0].ToString()
 	rank, _ := c.reply[1].AsInt64()
 	rec, _ := c.reply[2].ToString()
@@ -108,7 +107,7 @@ func (q *Queue) Poll(ctx context.Context, voucherID, userID int64, ticket string
 	switch state {
 	case Waiting:
 		t.Position = rank + 1
-		t.ETASeconds = eta(time.UnixMilli(now), time.UnixMilli(begin), rank, int(rate))
+		t.ETASeconds = eta(time.Now(), time.UnixMilli(begin), rank, int(rate))
 	case Admitted:
 		t.Pass = q.passToken(voucherID, f[0], rec)
 	case SoldOut:
