@@ -262,3 +262,19 @@ func TestRecentVouchers(t *testing.T) {
 		}
 	})
 }
+
+// A queue voucher's admission and rate round-trip on both dialects (the
+// embedded SQLite serve uses without --db too).
+func TestQueueVoucherRoundTrip(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		v := newVoucher(43, 10)
+		v.Admission, v.AdmitPerSecond = flashsale.AdmissionQueue, 250
+		if err := db.CreateVoucher(t.Context(), v); err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.Voucher(t.Context(), 43)
+		if err != nil || !got.Queued() || got.AdmitPerSecond != 250 {
+			t.Fatalf("Voucher = %+v, %v; want a queue voucher admitting 250/s", got, err)
+		}
+	})
+}
