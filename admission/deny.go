@@ -47,6 +47,10 @@ type compiled struct {
 type denyCache struct {
 	cur  atomic.Pointer[compiled]
 	load sync.Mutex
+	// failed and failure are the last failed read (under load): the
+	// requests queued behind it get its error, not a read each.
+	failed  time.Time
+	failure error
 }
 
 // compile checks d and returns it in its canonical form (ids as written
@@ -161,8 +165,19 @@ func (q *Queue) loadDenyFresh(ctx context.Context) (*compiled, error) {
 	if c := q.deny.cur.Load(); c != nil && time.Since(c.at) <= denyStale {
 		return c, nil
 	}
-	return q.loadDenyLocked(ctx)
+	if time.Since(q.deny.failed) < denyRetry {
+		return nil, q.deny.failure
+	}
+	c, err := q.loadDenyLocked(ctx)
+	if err != nil {
+		q.deny.failed, q.deny.failure = time.Now(), err
+	}
+	return c, err
 }
+
+// denyRetry is how long after a failed read of the deny list the requests
+// that need one answer its error without reading again.
+const denyRetry = 100 * time.Millisecond
 
 // loadDenyLocked reads the list. The copy's time is taken before the
 // read, so a copy never holds a list older than its time.

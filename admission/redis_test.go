@@ -1,9 +1,12 @@
 package admission_test
 
 import (
+	"net/netip"
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/redis/rueidis"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/admission"
@@ -111,4 +114,26 @@ func TestConcurrentJoinsBatched(t *testing.T) {
 			t.Fatalf("no buyer holds place %d", p)
 		}
 	}
+}
+
+// With Redis unreachable, the deny list cannot be known: requests answer
+// unavailable (not allowed through, not denied), many at once.
+func TestDenyListRedisDown(t *testing.T) {
+	e := newEnv(t, 10, 100, 0)
+	down, err := rueidis.NewClient(testenv.RedisOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close()
+	q := e.newQueue(down)
+	var wg sync.WaitGroup
+	for u := range 20 {
+		wg.Go(func() {
+			denied, err := q.Denied(e.ctx, int64(u+1), netip.MustParseAddr("192.0.2.1"))
+			if denied || flashsale.ErrorCode(err) != flashsale.EUnavailable {
+				t.Errorf("denied %v, err %v; want unavailable", denied, err)
+			}
+		})
+	}
+	wg.Wait()
 }
