@@ -60,6 +60,12 @@ func (o *observer) watch(svc *services) {
 	if svc.locks != nil {
 		o.m.WatchLocks(svc.locks)
 	}
+	if svc.queue != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := o.stop
+		o.stop = func() { cancel(); stop() }
+		o.m.WatchQueue(ctx, svc.queue, nil)
+	}
 }
 
 // dashboardPath is the dashboard's page, where GET / leads.
