@@ -68,6 +68,7 @@ func (fl *fleets) runOne(ctx context.Context, name string, authn *auth.Authentic
 		Concurrency: cfg.concurrency, Rate: cfg.rate, Timeout: cfg.timeout, DrainTimeout: cfg.drain, Progress: progress,
 	}
 	cfg.rules.apply(sale, fl.paymentSecret)
+	cfg.crowd.apply(sale)
 	log.Info("run starting", "strategy", name, "targets", strings.Join(f.urls, ","))
 	row, err := sale.Run(ctx)
 	log.Info("run ended", "strategy", name, "voucher", row.VoucherID, "requests", row.Requests, "errors", row.Errors, "err", err)
@@ -95,6 +96,10 @@ func printRuns(stdout io.Writer, rows []lab.Row, wide bool) error {
 	if !wide && slices.ContainsFunc(rows, func(r lab.Row) bool { return r.Lifecycle != nil }) {
 		fmt.Fprintln(stdout)
 		err = errors.Join(err, lab.WriteLifecycleTable(stdout, rows))
+	}
+	if slices.ContainsFunc(rows, func(r lab.Row) bool { return r.Crowd != nil }) {
+		fmt.Fprintln(stdout)
+		err = errors.Join(err, lab.WriteCrowdTable(stdout, rows))
 	}
 	fmt.Fprintln(stdout)
 	for _, v := range lab.Verdicts(rows) {
