@@ -32,6 +32,7 @@ type shop struct {
 	auth    *auth.Authenticator
 	auditor *lab.Auditor
 	secret  []byte // the payment webhook's
+	db      *store.DB
 }
 
 // testBackends opens a fresh MySQL database and a Redis prefix for the
@@ -59,7 +60,7 @@ func newShop(t *testing.T, name string, instances int) *shop {
 	t.Cleanup(ids.Close)
 	locks := lock.New(rc, lock.WithPrefix(prefix+"lock:"))
 	t.Cleanup(func() { locks.Close() })
-	s := &shop{auth: authn, auditor: lab.NewAuditor(db, rc, prefix), secret: []byte("the payment secret of the lab's tests")}
+	s := &shop{auth: authn, auditor: lab.NewAuditor(db, rc, prefix), secret: []byte("the payment secret of the lab's tests"), db: db}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
