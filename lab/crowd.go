@@ -109,7 +109,12 @@ func (s *Sale) runCrowd(ctx context.Context, row Row, token func(int64) string, 
 	var wg sync.WaitGroup
 	for u := int64(1); u <= int64(accounts); u++ {
 		rng := rand.New(rand.NewPCG(s.Seed, uint64(u)))
-		wg.Go(func() { c.act(actx, u, rng, now) })
+		wg.Go(func() {
+			c.act(actx, u, rng, now)
+			if actx.Err() != nil && ctx.Err() == nil {
+				c.q.note(func(q *queueTally) { q.stranded++ })
+			}
+		})
 	}
 	wg.Wait()
 	res := c.rec.result(int(c.sent.Load()), max(time.Since(begin), time.Millisecond))

@@ -71,6 +71,36 @@ func TestCrowdOnAnOpenSale(t *testing.T) {
 	}
 }
 
+// TestCrowdOnAQueueSale: on a queue sale (two async instances, the
+// waiting room admitting 20/s) the audit is exact — nothing oversold, no
+// buyer past the limit, every order's pass spent once though each bot
+// tries its pass twice and a double click sends it twice (the limit is 2,
+// so a pass spent twice would show as a second unit) —, everyone who
+// joined holds an order or a sold-out ticket, and the bots, a quarter of
+// the accounts, win what the random draw gives them: at most 8 of the 10
+// units (the draw gives them more once in 40,000 runs; an open sale
+// gives them all 10).
+func TestCrowdOnAQueueSale(t *testing.T) {
+	s := newShopWith(t, "async", 2, true)
+	sale := s.crowdSale("async", lab.AdmissionQueue)
+	sale.LimitPerBuyer = 2
+	row, err := sale.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checkCrowd(t, s, row)
+	if c.Admission != lab.AdmissionQueue || c.Joins != 40 || c.Admitted < 10 || c.Admitted+c.SoldOutTickets < 40 || c.Stranded != 0 {
+		t.Errorf("crowd %+v; want 40 joins, everyone admitted or told sold_out", *c)
+	}
+	if row.Rejected["pass_invalid"] < c.BotUnits || row.MaxBuyerUnits != 1 {
+		t.Errorf("%d pass_invalid refusals for %d units of bots, a buyer holds %d units; want every bot's second try refused, one unit each",
+			row.Rejected["pass_invalid"], c.BotUnits, row.MaxBuyerUnits)
+	}
+	if c.BotUnits > 8 {
+		t.Errorf("the bots won %d of 10 units with a quarter of the accounts", c.BotUnits)
+	}
+}
+
 // TestCrowdReport: the crowd's table and verdicts give the bots' share of
 // the accounts and of the units, and whether it is within the goal.
 func TestCrowdReport(t *testing.T) {

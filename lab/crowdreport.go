@@ -32,6 +32,22 @@ type CrowdResult struct {
 	// order had spent (each bot tries its pass twice, a double click
 	// sends it twice). A correct sale has none.
 	PassReused int `json:"pass_reused"`
+	// Stranded counts the accounts still waiting or trying when the sale
+	// ended: with units left, buyers the sale failed to serve.
+	Stranded int `json:"stranded"`
+}
+
+// problems says what went wrong for the crowd of a row that sold units
+// of stock.
+func (c *CrowdResult) problems(units, stock int) []string {
+	var p []string
+	if c.PassReused > 0 {
+		p = append(p, fmt.Sprintf("%d orders accepted with a pass already spent", c.PassReused))
+	}
+	if c.Stranded > 0 && units < stock {
+		p = append(p, fmt.Sprintf("%d accounts still waiting or trying when the sale ended, with %d units unsold", c.Stranded, stock-units))
+	}
+	return p
 }
 
 // BotShareSlack is the issue's goal for a queue: the bots' share of the

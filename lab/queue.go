@@ -185,6 +185,7 @@ type queueTally struct {
 	admitted, soldOut, expired map[int64]bool
 	refused                    map[string]int
 	errors                     int
+	stranded                   int // accounts still trying when the sale ended
 	samples                    []error
 	passes                     map[string]int // orders accepted with each pass
 }
@@ -231,7 +232,7 @@ func (q *queueTally) result(humans, bots int, admission string) *CrowdResult {
 	defer q.mu.Unlock()
 	r := &CrowdResult{Admission: admission, Humans: humans, Bots: bots, Joins: q.joins, Polls: q.polls,
 		Admitted: len(q.admitted), SoldOutTickets: len(q.soldOut), ExpiredTickets: len(q.expired),
-		QueueRefused: map[string]int{}, QueueErrors: q.errors}
+		QueueRefused: map[string]int{}, QueueErrors: q.errors, Stranded: q.stranded}
 	if r.Admission == "" {
 		r.Admission = AdmissionOpen
 	}

@@ -84,7 +84,7 @@ func (r *Row) findings() Findings {
 
 // Exact reports whether the row's audit found nothing wrong.
 func (r *Row) Exact() bool {
-	return r.findings().Exact() && (r.Crowd == nil || r.Crowd.PassReused == 0)
+	return r.findings().Exact() && (r.Crowd == nil || len(r.Crowd.problems(r.Units, r.Stock)) == 0)
 }
 
 func round(x float64, digits int) float64 {

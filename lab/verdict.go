@@ -83,8 +83,8 @@ func (r *Row) problems() []string {
 	if r.Lifecycle != nil {
 		p = append(p, r.Lifecycle.problems(r.Units)...)
 	}
-	if r.Crowd != nil && r.Crowd.PassReused > 0 {
-		p = append(p, fmt.Sprintf("%d orders accepted with a pass already spent", r.Crowd.PassReused))
+	if r.Crowd != nil {
+		p = append(p, r.Crowd.problems(r.Units, r.Stock)...)
 	}
 	if r.Errors > 0 {
 		p = append(p, fmt.Sprintf("%d errors: %d of %d requests got no usable answer", r.Errors, r.Errors, r.Requests))
