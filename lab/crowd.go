@@ -48,8 +48,8 @@ type Crowd struct {
 
 // The admissions of a voucher.
 const (
-	AdmissionOpen  = "open"
-	AdmissionQueue = "queue"
+	AdmissionOpen  = flashsale.AdmissionOpen
+	AdmissionQueue = flashsale.AdmissionQueue
 )
 
 // How people behave: they arrive (or, admitted, click) within
