@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/flashsale/flashsale/lab"
+	"github.com/flashsale/flashsale/store"
+)
+
+// TestBenchBotsAndPeopleInAQueue runs bench --bots --admission queue on
+// two child processes of async on the real Redis and MariaDB: the audit
+// is exact (no oversell, one unit per buyer though the limit is 2, so a
+// pass spent twice would show), every pass was spent once, and the units
+// the report gives the bots are those MySQL's orders of bot accounts
+// (ids past --users) hold.
+func TestBenchBotsAndPeopleInAQueue(t *testing.T) {
+	stdout, raw, dbURL := benchOnServersDB(t, "--strategy", "async", "--instances", "2", "--stock", "10", "--users", "30",
+		"--bots", "10", "--bot-rate", "50", "--queue-lead", "500ms", "--admission", "queue", "--admit-per-second", "20",
+		"--limit-per-buyer", "2", "--concurrency", "20")
+	var doc struct {
+		Setup lab.Setup
+		Runs  []lab.Row
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Runs) != 1 || doc.Setup.Bots != 10 || doc.Setup.Admission != "queue" || doc.Setup.AdmitPerSecond != 20 {
+		t.Fatalf("setup %+v, %d runs; want one run of 10 bots on a queue admitting 20/s", doc.Setup, len(doc.Runs))
+	}
+	r := doc.Runs[0]
+	c := r.Crowd
+	if !r.Exact() || r.Errors != 0 || c == nil || r.Units != 10 || r.MaxBuyerUnits != 1 || c.PassReused != 0 || c.Joins != 40 {
+		t.Fatalf("run %+v, crowd %+v; want 10 units sold exactly, one a buyer, 40 joins", r, c)
+	}
+	db, err := store.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, orders, err := db.VoucherSnapshot(context.Background(), r.VoucherID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bots := 0
+	for _, o := range orders {
+		if o.Status.Live() && o.UserID > 30 {
+			bots += o.Units()
+		}
+	}
+	if c.BotUnits != bots || c.HumanUnits != 10-bots || c.AccountShare() != 25 {
+		t.Errorf("crowd %+v; MySQL: bots hold %d units; want the report's split to be MySQL's", *c, bots)
+	}
+	for _, want := range []string{"admission  humans  bots  accounts", "async, queue admission: the bots, 25.0% of the accounts, won"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+}
