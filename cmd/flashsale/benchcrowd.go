@@ -49,10 +49,12 @@ func (c *benchCrowd) validate(cfg *benchConfig) error {
 	return nil
 }
 
-// apply gives the sale its crowd, if any.
-func (c *benchCrowd) apply(s *lab.Sale) {
+// apply gives the sale its crowd, if any, on sale for saleFor (the
+// --sale-duration) after the start.
+func (c *benchCrowd) apply(s *lab.Sale, saleFor time.Duration) {
 	if c.on() {
 		s.Crowd = &lab.Crowd{Bots: c.bots, BotRate: c.botRate, Lead: c.lead, Admission: c.admission, AdmitPerSecond: c.admitPerSecond}
+		s.SaleDuration = saleFor
 	}
 }
 

@@ -68,7 +68,7 @@ func (fl *fleets) runOne(ctx context.Context, name string, authn *auth.Authentic
 		Concurrency: cfg.concurrency, Rate: cfg.rate, Timeout: cfg.timeout, DrainTimeout: cfg.drain, Progress: progress,
 	}
 	cfg.rules.apply(sale, fl.paymentSecret)
-	cfg.crowd.apply(sale)
+	cfg.crowd.apply(sale, cfg.rules.saleFor)
 	log.Info("run starting", "strategy", name, "targets", strings.Join(f.urls, ","))
 	row, err := sale.Run(ctx)
 	log.Info("run ended", "strategy", name, "voucher", row.VoucherID, "requests", row.Requests, "errors", row.Errors, "err", err)
