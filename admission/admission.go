@@ -79,7 +79,7 @@ type Queue struct {
 	mu         sync.Mutex
 	vouchers   map[int64]voucherConfig
 	registered sync.Map // voucher ids this process added to the rooms
-	deny     denyCache
+	deny       denyCache
 }
 
 // voucherConfig is what admission needs of a voucher: all immutable.

@@ -63,6 +63,10 @@ func (o *observer) watch(svc *services) {
 	}
 	if svc.queue != nil {
 		o.queues = svc.queue // the dashboard's waiting rooms
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := o.stop
+		o.stop = func() { cancel(); stop() }
+		o.m.WatchQueue(ctx, svc.queue, nil)
 	}
 }
 
