@@ -15,26 +15,11 @@ import (
 )
 
 // Crowd makes a sale's buyers people and bots (Sale.Crowd), who meet at
-// a start Lead in the future on a voucher whose admission is open or a
-// queue (docs/testing.md, "bots and people"). The people are the Sale's
-// Users (ids 1..Users), the bots Bots more accounts after them.
-//
-//   - A bot sends at most BotRate requests per second, one at a time,
-//     from the start's first millisecond (open), or joins the queue as
-//     soon as the voucher exists (a smart bot: everyone who joined
-//     before the start is drawn in random order), polls its ticket at
-//     BotRate and orders the moment it is admitted; then it tries its
-//     pass once more. It stops once it holds an order or hears sold_out.
-//   - A person arrives humanReaction after the start (open) and clicks
-//     once (a double click with the Sale's Doubles chance), or joins the
-//     queue at a moment drawn uniformly over the Lead, polls every
-//     humanPoll, and clicks humanReaction after being admitted, with the
-//     pass.
-//
-// Every request carries X-Forwarded-For with an address of its account
-// of its own (10.x.y.z), so that servers run with --trust-proxy apply
-// their per-IP limit per account, as to a bot farm behind residential
-// proxies; the per-user limit applies as it would.
+// a start Lead after the voucher's creation, on a voucher whose admission
+// is open or a queue. The people are the Sale's Users (ids 1..Users), the
+// bots Bots accounts after them, each sending at most BotRate requests
+// per second. How each behaves: act, and docs/testing.md ("Bots and
+// people").
 type Crowd struct {
 	Bots    int
 	BotRate float64
@@ -133,6 +118,17 @@ func (s *Sale) runCrowd(ctx context.Context, row Row, token func(int64) string, 
 
 // act plays account u: a bot or a person, on an open or a queue voucher.
 func (c *crowdRun) act(ctx context.Context, u int64, rng *rand.Rand, created time.Time) {
+	// A bot sends one request at a time, at most BotRate a second, from
+	// the start's first millisecond (open), or joins the queue as soon as
+	// the voucher exists (a smart bot: everyone who joined before the
+	// start is drawn in one random order), polls at BotRate and orders
+	// the moment it is admitted (queueBot). A person arrives
+	// humanReaction after the start and clicks once (a double click with
+	// the Sale's Doubles chance), or joins the queue at a moment drawn
+	// over the Lead and polls every humanPoll (queueHuman). Every request
+	// carries X-Forwarded-For with an address of its account's own
+	// (10.x.y.z): servers run with --trust-proxy apply their per-IP limit
+	// per account, as to a bot farm behind residential proxies.
 	bot := u > int64(c.sale.Users)
 	switch {
 	case bot && c.queue():

@@ -56,7 +56,7 @@ type Setup struct {
 	// Users people, each sending BotRate requests per second, QueueLead
 	// from the voucher's creation to its start, its Admission ("": the
 	// servers' default, open) and, with a queue, AdmitPerSecond. Users
-	// and Requests are then the people and the order requests sent.
+	// are then the people, and Requests 0 (each row counts its own).
 	Bots           int     `json:"bots,omitempty"`
 	BotRate        float64 `json:"bot_rate,omitempty"`
 	QueueLead      string  `json:"queue_lead,omitempty"`

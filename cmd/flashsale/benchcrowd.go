@@ -63,7 +63,7 @@ func (c *benchCrowd) describe(s *lab.Setup) {
 	if !c.on() {
 		return
 	}
-	s.Bots, s.BotRate, s.QueueLead, s.Admission = c.bots, c.botRate, c.lead.String(), c.admission
+	s.Bots, s.BotRate, s.QueueLead, s.Admission, s.Requests = c.bots, c.botRate, c.lead.String(), c.admission, 0
 	if c.admission == lab.AdmissionQueue {
 		s.AdmitPerSecond = c.admitPerSecond
 	}
