@@ -140,12 +140,12 @@ func (s Setup) items() []setupItem {
 // (20 requests/s each), queue admission (50 admitted/s), start 3s after
 // the voucher's creation".
 func (s Setup) crowd() string {
-	admission := "open admission"
-	switch s.Admission {
-	case "":
+	admission := strings.ReplaceAll(s.Admission, ",", " then ") + " admission"
+	if s.Admission == "" {
 		admission = "the servers' default admission (open)"
-	case AdmissionQueue:
-		admission = fmt.Sprintf("queue admission (%d admitted/s)", s.AdmitPerSecond)
+	}
+	if s.AdmitPerSecond > 0 {
+		admission += fmt.Sprintf(" (the queue admitting %d/s)", s.AdmitPerSecond)
 	}
 	return fmt.Sprintf("%d people (double-click chance %g) and %d bots (%g requests/s each), %s, start %s after the voucher's creation",
 		s.Users, s.DoubleClicks, s.Bots, s.BotRate, admission, s.QueueLead)

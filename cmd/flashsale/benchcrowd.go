@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"slices"
 	"time"
 
 	"github.com/flashsale/flashsale/lab"
@@ -23,7 +24,7 @@ func (c *benchCrowd) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.bots, "bots", 0, "bot accounts besides the --users people: each fires --bot-rate requests/s from the sale's first millisecond (or, on a queue, joins it at once and polls at that rate); the report splits the units won between bots and people")
 	fs.Float64Var(&c.botRate, "bot-rate", 20, "with --bots: requests per second of each bot, one at a time (the servers' rate limits apply as they would)")
 	fs.DurationVar(&c.lead, "queue-lead", 3*time.Second, "with --bots or --admission: the time from the voucher's creation to its begin_time, over which people join a queue (real drops: minutes; short so a lab run is)")
-	fs.StringVar(&c.admission, "admission", "", `the voucher's admission: "open" or "queue" (a waiting room; implies the bots-and-people sale, with --bots 0 if not given)`)
+	fs.StringVar(&c.admission, "admission", "", `the voucher's admission: "open" or "queue" (a waiting room), or both comma-separated for a run of each, side by side (implies the bots-and-people sale, with --bots 0 if not given)`)
 	fs.IntVar(&c.admitPerSecond, "admit-per-second", 100, "with --admission queue: the voucher's admit_per_second")
 }
 
@@ -39,14 +40,34 @@ func (c *benchCrowd) validate(cfg *benchConfig) error {
 		return errors.New("--bots must not be negative and --bot-rate must be positive")
 	case c.lead < 0:
 		return errors.New("--queue-lead must not be negative")
-	case c.admission != "" && c.admission != lab.AdmissionOpen && c.admission != lab.AdmissionQueue:
-		return errors.New(`--admission must be "open" or "queue"`)
-	case c.admission == lab.AdmissionQueue && c.admitPerSecond < 1:
+	case !c.valid():
+		return errors.New(`--admission must be "open", "queue" or both, comma-separated`)
+	case slices.Contains(c.admissions(), lab.AdmissionQueue) && c.admitPerSecond < 1:
 		return errors.New("--admit-per-second must be positive")
 	case cfg.rules.window > 0 || cfg.rate > 0:
 		return errors.New("--bots and --admission make a sale of bots and people: without --payment-window or --rate (its load is the crowd's)")
 	}
 	return nil
+}
+
+// admissions returns the admissions --admission lists, in order: [""]
+// when it lists none (the servers' default).
+func (c *benchCrowd) admissions() []string {
+	list := slices.Compact(splitList(c.admission))
+	if len(list) == 0 {
+		return []string{""}
+	}
+	return list
+}
+
+// valid reports whether --admission lists only open and queue.
+func (c *benchCrowd) valid() bool {
+	for _, a := range c.admissions() {
+		if a != "" && a != lab.AdmissionOpen && a != lab.AdmissionQueue {
+			return false
+		}
+	}
+	return true
 }
 
 // apply gives the sale its crowd, if any, on sale for saleFor (the
@@ -64,7 +85,7 @@ func (c *benchCrowd) describe(s *lab.Setup) {
 		return
 	}
 	s.Bots, s.BotRate, s.QueueLead, s.Admission, s.Requests = c.bots, c.botRate, c.lead.String(), c.admission, 0
-	if c.admission == lab.AdmissionQueue {
+	if slices.Contains(c.admissions(), lab.AdmissionQueue) {
 		s.AdmitPerSecond = c.admitPerSecond
 	}
 }

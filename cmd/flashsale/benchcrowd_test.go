@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,6 +57,20 @@ func TestBenchBotsAndPeopleInAQueue(t *testing.T) {
 	for _, want := range []string{"admission  humans  bots  accounts", "async, queue admission: the bots, 25.0% of the accounts, won"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q", want)
+		}
+	}
+}
+
+// TestBenchAdmissions: --admission lists the runs of each strategy, one
+// per admission; none listed is one run on the servers' default.
+func TestBenchAdmissions(t *testing.T) {
+	for _, tt := range []struct {
+		flag string
+		want []string
+	}{{"", []string{""}}, {"queue", []string{"queue"}}, {"open, queue", []string{"open", "queue"}}, {"open,open", []string{"open"}}} {
+		c := benchCrowd{admission: tt.flag}
+		if got := c.admissions(); !slices.Equal(got, tt.want) || !c.valid() {
+			t.Errorf("--admission %q: runs %q (valid %v), want %q", tt.flag, got, c.valid(), tt.want)
 		}
 	}
 }

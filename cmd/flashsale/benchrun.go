@@ -42,14 +42,21 @@ func (fl *fleets) runAll(ctx context.Context, authn *auth.Authenticator, log *sl
 		errs []error
 	)
 	for _, name := range restrictedRuns(&fl.cfg.rules, fl.cfg.strategyList(), fl.cfg.locks.kinds) {
-		row, shown, err := fl.runOne(ctx, name, authn, log, func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) })
-		if err != nil {
-			errs = append(errs, err)
+		for _, adm := range fl.cfg.crowd.admissions() {
+			one := *fl // a run of each admission --admission lists
+			one.cfg.crowd.admission = adm
+			row, shown, err := one.runOne(ctx, name, authn, log, func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) })
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if !shown {
+				return rows, errors.Join(errs...) // the run broke off
+			}
+			if len(fl.cfg.crowd.admissions()) > 1 {
+				row.Strategy += " " + adm
+			}
+			rows = append(rows, row)
 		}
-		if !shown {
-			return rows, errors.Join(errs...) // the run broke off
-		}
-		rows = append(rows, row)
 	}
 	return rows, errors.Join(errs...)
 }
