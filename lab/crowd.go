@@ -231,6 +231,9 @@ func (c *crowdRun) order(ctx context.Context, u int64, pass string, clicks int) 
 			if a := answers[i]; a.err == nil && a.code == "" && a.orderID == 0 {
 				answers[i].err = errNoOrderID
 			}
+			if answers[i].err != nil && ctx.Err() != nil {
+				return // the sale ended: not an answer
+			}
 			c.sent.Add(1)
 			c.rec.add(answers[i])
 			if pass != "" && answers[i].err == nil && answers[i].code == "" {

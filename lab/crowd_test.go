@@ -101,6 +101,27 @@ func TestCrowdOnAQueueSale(t *testing.T) {
 	}
 }
 
+// TestCrowdStrandedIsAFinding: a queue voucher on servers without a
+// waiting room (every join answered unavailable) sells nothing; the
+// accounts still trying when the sale ends, with the stock unsold, make
+// the row fail.
+func TestCrowdStrandedIsAFinding(t *testing.T) {
+	s := newShop(t, "conditional", 1)
+	sale := s.crowdSale("conditional", lab.AdmissionQueue)
+	sale.SaleDuration = time.Second
+	row, err := sale.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := row.Crowd
+	if c == nil || c.Stranded != 40 || c.Joins != 0 || c.QueueRefused["unavailable"] == 0 || row.Units != 0 || row.Exact() {
+		t.Fatalf("row %+v, crowd %+v; want 40 accounts stranded, nothing sold, the row not exact", row, c)
+	}
+	if v := strings.Join(lab.Verdicts([]lab.Row{row}), "\n"); !strings.Contains(v, "40 accounts still waiting or trying when the sale ended, with 10 units unsold") {
+		t.Errorf("verdicts: %s", v)
+	}
+}
+
 // TestCrowdReport: the crowd's table and verdicts give the bots' share of
 // the accounts and of the units, and whether it is within the goal.
 func TestCrowdReport(t *testing.T) {
