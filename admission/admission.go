@@ -79,6 +79,7 @@ type Queue struct {
 	mu         sync.Mutex
 	vouchers   map[int64]voucherConfig
 	registered sync.Map // voucher ids this process added to the rooms
+	lanes      sync.Map // the batches of joins and polls in flight (batch.go)
 	deny       denyCache
 }
 

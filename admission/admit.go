@@ -25,7 +25,7 @@ func (q *Queue) Run(ctx context.Context) error {
 		if err := q.AdmitAll(ctx); err != nil && ctx.Err() == nil {
 			q.cfg.Logger.WarnContext(ctx, "admission: a step failed", "err", err)
 		}
-		if c := q.deny.cur.Load(); c == nil || time.Since(c.at) > denyRefresh {
+		if c := q.deny.cur.Load(); c == nil || time.Since(c.at) > denyStale {
 			_, _ = q.loadDeny(ctx)
 		}
 	}

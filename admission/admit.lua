@@ -68,13 +68,21 @@ end
 local popped = redis.call('ZPOPMIN', KEYS[1], n)
 n = #popped / 2
 local exp = now + tonumber(ARGV[4])
-for i = 1, #popped, 2 do
-  local u = popped[i]
-  local pass = redis.call('HINCRBY', KEYS[6], 'pass', 1)
-  redis.call('HSET', KEYS[2], u, popped[i + 1] .. ':' .. pass .. ':' .. exp)
-  redis.call('ZADD', KEYS[3], exp, u)
-end
 if n > 0 then
+  -- A command per 500 passes (unpack's stack is bounded), not three per
+  -- pass: the pass ids are first+1 .. first+n.
+  local first = redis.call('HINCRBY', KEYS[6], 'pass', n) - n
+  for from = 1, #popped, 1000 do
+    local recs, exps, k = {}, {}, 0
+    for i = from, math.min(from + 998, #popped - 1), 2 do
+      first = first + 1
+      recs[k + 1], recs[k + 2] = popped[i], popped[i + 1] .. ':' .. first .. ':' .. exp
+      exps[k + 1], exps[k + 2] = exp, popped[i]
+      k = k + 2
+    end
+    redis.call('HSET', KEYS[2], unpack(recs))
+    redis.call('ZADD', KEYS[3], unpack(exps))
+  end
   redis.call('LPUSH', KEYS[7], now .. ':' .. n)
   redis.call('HINCRBY', KEYS[6], 'admitted', n)
   nxt = nxt + n * d

@@ -27,8 +27,13 @@ const (
 )
 
 // denyRefresh is how old an instance's copy of the deny list may get: a
-// list set on one instance holds on the others within it.
-const denyRefresh = time.Second
+// list set on one instance holds on the others within it. A copy is
+// refreshed in the background of one request once it is denyStale old, so
+// requests rarely wait for the read.
+const (
+	denyRefresh = time.Second
+	denyStale   = denyRefresh / 2
+)
 
 // compiled is a deny list ready to check.
 type compiled struct {
@@ -113,12 +118,14 @@ func (q *Queue) DenyList(ctx context.Context) (DenyList, error) {
 func (q *Queue) Denied(ctx context.Context, userID int64, ip netip.Addr) (bool, error) {
 	c := q.deny.cur.Load()
 	switch {
-	case c == nil: // the first check: wait for the list
+	case c == nil || time.Since(c.at) > denyRefresh:
+		// The first check, or a copy too old to use: wait for a fresh one
+		// (which another request may have read meanwhile).
 		var err error
-		if c, err = q.loadDeny(ctx); err != nil {
+		if c, err = q.loadDenyFresh(ctx); err != nil {
 			return false, err
 		}
-	case time.Since(c.at) > denyRefresh && q.deny.load.TryLock():
+	case time.Since(c.at) > denyStale && q.deny.load.TryLock():
 		// One request reloads; the others check the copy they have.
 		if fresh, err := q.loadDenyLocked(ctx); err == nil {
 			c = fresh
@@ -146,7 +153,21 @@ func (q *Queue) loadDeny(ctx context.Context) (*compiled, error) {
 	return q.loadDenyLocked(ctx)
 }
 
+// loadDenyFresh returns the cached copy if it is at most denyStale old
+// once the lock is held, else reads the list.
+func (q *Queue) loadDenyFresh(ctx context.Context) (*compiled, error) {
+	q.deny.load.Lock()
+	defer q.deny.load.Unlock()
+	if c := q.deny.cur.Load(); c != nil && time.Since(c.at) <= denyStale {
+		return c, nil
+	}
+	return q.loadDenyLocked(ctx)
+}
+
+// loadDenyLocked reads the list. The copy's time is taken before the
+// read, so a copy never holds a list older than its time.
 func (q *Queue) loadDenyLocked(ctx context.Context) (*compiled, error) {
+	at := time.Now()
 	s, err := q.client.Do(ctx, q.client.B().Get().Key(q.keys.denyList()).Build()).ToString()
 	var d DenyList
 	switch {
@@ -162,7 +183,7 @@ func (q *Queue) loadDenyLocked(ctx context.Context) (*compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admission: the deny list in Redis: %w", err)
 	}
-	c.at = time.Now()
+	c.at = at
 	q.deny.cur.Store(c)
 	return c, nil
 }

@@ -1,30 +1,36 @@
--- Join a voucher's waiting room, or find the buyer's place in it.
--- KEYS: 1 waiting (zset user -> score), 2 passes (hash user -> record),
--- 3 meta (hash). ARGV: 1 user, 2 a random score in [0, 2^52), 3 the
--- sale's begin (ms), 4 admit_per_second.
--- Returns {state, score, round, rank, record}: "waiting" with the score
--- and 0-based rank, or "admitted" with the live pass's record
--- ("score:pass:expiry"). Before begin a joiner's score is the random one
--- (the early joiners' order is a shuffle); from begin on it is 2^52 plus
--- a join sequence, so later joiners come after them, first come first.
+-- Join a voucher's waiting room, or find the buyer's place in it, for a
+-- batch of buyers in order. KEYS: 1 waiting (zset user -> score),
+-- 2 passes (hash user -> record), 3 meta (hash). ARGV: 1 the sale's begin
+-- (ms), 2 admit_per_second, then per buyer: user, a random score in
+-- [0, 2^52).
+-- Returns the round, then per buyer {state, score, rank, record}:
+-- "waiting" with the score and 0-based rank, or "admitted" with the live
+-- pass's record ("score:pass:expiry"). Before begin a joiner's score is
+-- the random one (the early joiners' order is a shuffle); from begin on
+-- it is 2^52 plus a join sequence, so later joiners come after them,
+-- first come first.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSETNX', KEYS[3], 'begin', ARGV[3])
-redis.call('HSET', KEYS[3], 'rate', ARGV[4])
-local round = redis.call('HGET', KEYS[3], 'round') or '0'
-local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if s then
-  return {'waiting', s, round, redis.call('ZRANK', KEYS[1], ARGV[1]), ''}
+local meta = redis.call('HMGET', KEYS[3], 'begin', 'rate', 'round')
+if not meta[1] then redis.call('HSET', KEYS[3], 'begin', ARGV[1]) end
+if meta[2] ~= ARGV[2] then redis.call('HSET', KEYS[3], 'rate', ARGV[2]) end
+local early = now < tonumber(ARGV[1])
+local out = {meta[3] or '0'}
+for i = 3, #ARGV, 2 do
+  local user = ARGV[i]
+  local s = redis.call('ZSCORE', KEYS[1], user)
+  local rec = not s and redis.call('HGET', KEYS[2], user)
+  if s then
+    out[#out + 1] = {'waiting', s, redis.call('ZRANK', KEYS[1], user), ''}
+  elseif rec then
+    out[#out + 1] = {'admitted', string.match(rec, '^[^:]+'), 0, rec}
+  else
+    local score = ARGV[i + 1]
+    if not early then
+      score = string.format('%.0f', 4503599627370496 + redis.call('HINCRBY', KEYS[3], 'seq', 1))
+    end
+    redis.call('ZADD', KEYS[1], score, user)
+    out[#out + 1] = {'waiting', score, redis.call('ZRANK', KEYS[1], user), ''}
+  end
 end
-local rec = redis.call('HGET', KEYS[2], ARGV[1])
-if rec then
-  return {'admitted', string.match(rec, '^[^:]+'), round, 0, rec}
-end
-local score
-if now < tonumber(ARGV[3]) then
-  score = ARGV[2]
-else
-  score = string.format('%.0f', 4503599627370496 + redis.call('HINCRBY', KEYS[3], 'seq', 1))
-end
-redis.call('ZADD', KEYS[1], score, ARGV[1])
-return {'waiting', score, round, redis.call('ZRANK', KEYS[1], ARGV[1]), ''}
+return out

@@ -48,19 +48,19 @@ func (q *Queue) Join(ctx context.Context, voucherID, userID int64) (*Ticket, err
 	}
 	r := q.keys.room(voucherID)
 	user := strconv.FormatInt(userID, 10)
-	score := strconv.FormatInt(rand.Int64N(1<<52), 10)
-	res, err := joinScript.Exec(ctx, q.client, []string{r.waiting, r.passes, r.meta},
-		[]string{user, score, ms(c.begin), strconv.Itoa(c.rate)}).ToArray()
-	if err != nil {
+	jc := &call{ctx: ctx, args: []string{user, strconv.FormatInt(rand.Int64N(1<<52), 10)}}
+	if err := q.batched("j"+r.meta, joinScript, []string{r.waiting, r.passes, r.meta},
+		[]string{ms(c.begin), strconv.Itoa(c.rate)}, 1, jc); err != nil {
 		return nil, unavailable("join", err)
 	}
+	res := jc.reply
+	round, _ := jc.head[0].ToString()
 	state, _ := res[0].ToString()
-	score, _ = res[1].ToString()
-	round, _ := res[2].ToString()
-	rank, _ := res[3].AsInt64()
+	score, _ := res[1].ToString()
+	rank, _ := res[2].AsInt64()
 	t := &Ticket{Ticket: q.sign("t", voucherID, user, score, round), State: state}
 	if state == Admitted {
-		rec, _ := res[4].ToString()
+		rec, _ := res[3].ToString()
 		t.Pass = q.passToken(voucherID, user, rec)
 		return t, nil
 	}
@@ -90,16 +90,16 @@ func (q *Queue) Poll(ctx context.Context, voucherID, userID int64, ticket string
 		return nil, flashsale.Errorf(flashsale.ENotFound, "no such ticket for voucher %d", voucherID)
 	}
 	r := q.keys.room(voucherID)
-	res, err := pollScript.Exec(ctx, q.client, []string{r.waiting, r.passes, r.done, r.meta}, f).ToArray()
-	if err != nil {
+	c := &call{ctx: ctx, args: f}
+	if err := q.batched("p"+r.meta, pollScript, []string{r.waiting, r.passes, r.done, r.meta}, nil, 4, c); err != nil {
 		return nil, unavailable("poll", err)
 	}
-	state, _ := res[0].ToString()
-	rank, _ := res[1].AsInt64()
-	rec, _ := res[2].ToString()
-	now, _ := res[3].AsInt64()
-	rate, _ := res[4].AsInt64()
-	begin, _ := res[5].AsInt64()
+	now, _ := c.head[0].AsInt64()
+	rate, _ := c.head[1].AsInt64()
+	begin, _ := c.head[2].AsInt64()
+	state, _ := c.reply[0].ToString()
+	rank, _ := c.reply[1].AsInt64()
+	rec, _ := c.reply[2].ToString()
 	t := &Ticket{Ticket: ticket, State: state}
 	switch state {
 	case Waiting:

@@ -1,7 +1,11 @@
 package admission_test
 
 import (
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,5 +107,97 @@ func TestRateAndUnitsBound(t *testing.T) {
 	}
 	if s.Admitted != 120 || maxUnused > 120 {
 		t.Errorf("admitted %d (most unused %d), want 120 = the units", s.Admitted, maxUnused)
+	}
+}
+
+// Every pass's admission time (its expiry less the pass TTL, by Redis's
+// clock) is exact: no window of one second holds more than
+// admit_per_second of them, and no tenth of a second more than a tenth of
+// a second's worth saved up plus its own, with two instances stepping at
+// once as fast as they can.
+func TestRateExactByRedisClock(t *testing.T) {
+	const rate, users = 40, 160
+	e := newEnv(t, 1000, rate, 0)
+	q2 := e.newQueue(e.client)
+	tickets := make([]string, users+1)
+	for u := 1; u <= users; u++ {
+		tickets[u] = e.join(int64(u)).Ticket
+	}
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for _, q := range []*admission.Queue{e.q, q2} {
+		wg.Go(func() {
+			for admitted.Load() < users {
+				s, err := q.Admit(e.ctx, e.v.ID)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				admitted.Add(int64(s.Admitted))
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	at := make([]int64, 0, users) // admission times, ms by Redis's clock
+	for u := 1; u <= users; u++ {
+		tk := e.poll(int64(u), tickets[u])
+		if tk.State != admission.Admitted {
+			t.Fatalf("user %d: %q after every pass was handed out", u, tk.State)
+		}
+		at = append(at, passExpiry(t, tk.Pass)-time.Minute.Milliseconds())
+	}
+	slices.Sort(at)
+	for i := range at {
+		if j := i + rate; j < len(at) && at[j]-at[i] < 1000 {
+			t.Fatalf("%d passes admitted from %d ms to %d ms: more than %d in one second", rate+1, at[i], at[j], rate)
+		}
+		if j := i + 2*rate/10 + 1; j < len(at) && at[j]-at[i] < 100 {
+			t.Fatalf("passes %d..%d admitted within %d ms: a burst", i, j, at[j]-at[i])
+		}
+	}
+	if span := at[len(at)-1] - at[0]; span < 1000*(users/rate-1) {
+		t.Errorf("%d passes over %d ms, faster than %d a second", users, span, rate)
+	}
+}
+
+// passExpiry returns the expiry (Unix ms) in a pass.
+func passExpiry(t testing.TB, pass string) int64 {
+	t.Helper()
+	f := strings.Split(pass, ".")
+	if len(f) != 4 {
+		t.Fatalf("pass %q has not 4 fields", pass)
+	}
+	n, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// One step may admit thousands (admit.lua writes them 500 to a command):
+// each gets its own pass, numbered 1..n.
+func TestLargeStep(t *testing.T) {
+	const users = 1200
+	e := newEnv(t, 5000, 100_000, 0)
+	tickets := make([]string, users+1)
+	var wg sync.WaitGroup
+	for u := 1; u <= users; u++ {
+		wg.Go(func() { tickets[u] = e.join(int64(u)).Ticket })
+	}
+	wg.Wait()
+	waitFor(e.v.BeginTime.Add(200 * time.Millisecond))
+	s, err := e.q.Admit(e.ctx, e.v.ID)
+	if err != nil || s.Admitted != users {
+		t.Fatalf("one step admitted %d (%v), want %d", s.Admitted, err, users)
+	}
+	seen := map[int]bool{}
+	for u := 1; u <= users; u++ {
+		tk := e.poll(int64(u), tickets[u])
+		id := passID(t, tk.Pass)
+		if tk.State != admission.Admitted || id < 1 || id > users || seen[id] {
+			t.Fatalf("user %d: %q with pass id %d", u, tk.State, id)
+		}
+		seen[id] = true
 	}
 }

@@ -358,7 +358,7 @@ func TestCreateAndGetVoucher(t *testing.T) {
 	want := map[string]any{
 		"id": created.ID, "title": "100 off", "stock": float64(7), "remaining": float64(7), "orders": float64(0),
 		"begin_time": "2026-11-21T10:00:00Z", "end_time": "2026-11-21T12:00:00Z", "shards": float64(1),
-		"payment_window_seconds": float64(0), "limit_per_buyer": float64(1),
+		"payment_window_seconds": float64(0), "limit_per_buyer": float64(1), "admission": "open", "admit_per_second": float64(0),
 	}
 	if res.StatusCode != 200 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("get voucher: %d %v; want %v", res.StatusCode, got, want)

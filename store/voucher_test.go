@@ -20,7 +20,7 @@ func TestCreateAndFindVoucher(t *testing.T) {
 		}
 		want := flashsale.Voucher{
 			ID: 42, Title: "秒杀券 voucher", PayValue: 9900, ActualValue: 10000,
-			Stock: 100, Remaining: 100, Orders: 0, Shards: 1, LimitPerBuyer: 1,
+			Stock: 100, Remaining: 100, Orders: 0, Shards: 1, LimitPerBuyer: 1, Admission: flashsale.AdmissionOpen,
 			BeginTime: saleStart.UTC().Truncate(time.Microsecond),
 			EndTime:   saleStart.Add(2 * time.Hour).UTC().Truncate(time.Microsecond),
 			CreatedAt: v.CreatedAt,
