@@ -78,8 +78,10 @@ type Queue struct {
 
 	mu         sync.Mutex
 	vouchers   map[int64]voucherConfig
-	registered sync.Map // voucher ids this process added to the rooms
-	lanes      sync.Map // the batches of joins and polls in flight (batch.go)
+	registered sync.Map  // voucher ids this process added to the rooms
+	lanes      sync.Map  // the batches of joins and polls in flight (batch.go)
+	macs       sync.Pool // HMACs keyed with macKey (token.go)
+	final      soldOut   // tickets that read sold_out (queue.go)
 	deny       denyCache
 }
 

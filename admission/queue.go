@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -89,14 +90,16 @@ func (q *Queue) Poll(ctx context.Context, voucherID, userID int64, ticket string
 	if !ok || f[0] != strconv.FormatInt(userID, 10) {
 		return nil, flashsale.Errorf(flashsale.ENotFound, "no such ticket for voucher %d", voucherID)
 	}
+	if q.final.has(voucherID, ticket) {
+		return &Ticket{Ticket: ticket, State: SoldOut}, nil
+	}
 	r := q.keys.room(voucherID)
 	c := &call{ctx: ctx, args: f}
-	if err := q.batched("p"+r.meta, pollScript, []string{r.waiting, r.passes, r.done, r.meta}, nil, 4, c); err != nil {
+	if err := q.batched("p"+r.meta, pollScript, []string{r.waiting, r.passes, r.done, r.meta}, nil, 2, c); err != nil {
 		return nil, unavailable("poll", err)
 	}
-	now, _ := c.head[0].AsInt64()
-	rate, _ := c.head[1].AsInt64()
-	begin, _ := c.head[2].AsInt64()
+	rate, _ := c.head[0].AsInt64()
+	begin, _ := c.head[1].AsInt64()
 	state, _ := c.reply[0].ToString()
 	rank, _ := c.reply[1].AsInt64()
 	rec, _ := c.reply[2].ToString()
@@ -104,9 +107,11 @@ func (q *Queue) Poll(ctx context.Context, voucherID, userID int64, ticket string
 	switch state {
 	case Waiting:
 		t.Position = rank + 1
-		t.ETASeconds = eta(time.UnixMilli(now), time.UnixMilli(begin), rank, int(rate))
+		t.ETASeconds = eta(time.Now(), time.UnixMilli(begin), rank, int(rate))
 	case Admitted:
 		t.Pass = q.passToken(voucherID, f[0], rec)
+	case SoldOut:
+		q.final.add(voucherID, ticket)
 	}
 	return t, nil
 }
@@ -119,4 +124,32 @@ func eta(now, begin time.Time, rank int64, rate int) int64 {
 		s += float64(rank+1) / float64(rate)
 	}
 	return int64(math.Ceil(s))
+}
+
+// soldOut is the tickets this process saw read sold_out, which is final:
+// their polls are answered from memory, as the async gate answers a
+// sold-out voucher's orders, so a sold-out room's pollers cost Redis one
+// poll each per instance.
+type soldOut struct {
+	mu      sync.RWMutex
+	tickets map[string]struct{} // voucher id "/" ticket
+}
+
+// maxSoldOut bounds the tickets kept; a full set starts over.
+const maxSoldOut = 200_000
+
+func (s *soldOut) has(voucherID int64, ticket string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.tickets[strconv.FormatInt(voucherID, 10)+"/"+ticket]
+	return ok
+}
+
+func (s *soldOut) add(voucherID int64, ticket string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tickets == nil || len(s.tickets) >= maxSoldOut {
+		s.tickets = map[string]struct{}{}
+	}
+	s.tickets[strconv.FormatInt(voucherID, 10)+"/"+ticket] = struct{}{}
 }

@@ -265,3 +265,37 @@ func TestQueueVoucherRejectsBadInput(t *testing.T) {
 }
 
 func decodeBytes(data []byte, out any) error { return json.Unmarshal(data, out) }
+
+// A deny list set on one instance holds on another within a second: every
+// request the other instance starts a second after the PUT answered is
+// refused, though it had read the list (empty) just before.
+func TestDenyListAcrossInstances(t *testing.T) {
+	a := newTestAPI(t, apiOptions{})
+	b := newTestAPI(t, apiOptions{share: a})
+	vid := a.createVoucher(1000)
+	order := func(api *testAPI, user int64) int {
+		res, _ := api.raw("POST", "/api/vouchers/"+vid+"/orders", api.userToken(user), "")
+		return res.StatusCode
+	}
+	if got := order(b, 9); got != http.StatusOK {
+		t.Fatalf("before the deny list: %d", got)
+	}
+	if res, _ := a.raw("PUT", "/api/denylist", adminToken, `{"users":["9","10"],"ips":[]}`); res.StatusCode != http.StatusOK {
+		t.Fatalf("PUT: %d", res.StatusCode)
+	}
+	set := time.Now()
+	if got := order(a, 10); got != http.StatusForbidden {
+		t.Fatalf("on the instance that set it: %d", got)
+	}
+	for u := int64(100); time.Since(set) < 2*time.Second; u++ {
+		start := time.Now()
+		got := order(b, 10)
+		if start.Sub(set) > time.Second && got != http.StatusForbidden {
+			t.Fatalf("a request %v after the deny list was set: %d", start.Sub(set), got)
+		}
+		if order(b, u) == http.StatusForbidden {
+			t.Fatalf("user %d, not on the list, refused", u)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
