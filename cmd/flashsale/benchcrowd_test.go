@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -71,6 +74,38 @@ func TestBenchAdmissions(t *testing.T) {
 		c := benchCrowd{admission: tt.flag}
 		if got := c.admissions(); !slices.Equal(got, tt.want) || !c.valid() {
 			t.Errorf("--admission %q: runs %q (valid %v), want %q", tt.flag, got, c.valid(), tt.want)
+		}
+	}
+}
+
+// TestBenchOpenAndQueueSideBySide runs bench --admission open,queue in
+// this process on the embedded backends: one row per admission, labelled
+// with it, both exact, each with its crowd.
+func TestBenchOpenAndQueueSideBySide(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "runs.json")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"bench", "--strategy", "async", "--stock", "10", "--users", "40", "--bots", "10",
+		"--queue-lead", "500ms", "--admission", "open,queue", "--admit-per-second", "50", "--concurrency", "20", "--json", jsonPath}, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if err != nil {
+		t.Fatalf("bench: %v\nstderr:\n%s", err, stderr.String())
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Runs []lab.Row }
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(doc.Runs))
+	}
+	for i, adm := range []string{"open", "queue"} {
+		r := doc.Runs[i]
+		if r.Strategy != "async "+adm || !r.Exact() || r.Units != 10 || r.Crowd == nil || r.Crowd.Admission != adm ||
+			r.Crowd.BotUnits+r.Crowd.HumanUnits != 10 || (adm == "queue") != (r.Crowd.Joins == 50) {
+			t.Errorf("run %d: %+v, crowd %+v; want async %s, exact, 10 units split", i, r, r.Crowd, adm)
 		}
 	}
 }
