@@ -25,6 +25,12 @@ const (
 	EBusy             = "busy"
 	EUnavailable      = "unavailable"
 	EInternal         = "internal"
+	// The waiting room's refusals (package admission): a queue voucher's
+	// order without a pass, with one that is not a live pass of this
+	// buyer for this voucher, and a buyer or address on the deny list.
+	EPassRequired = "pass_required"
+	EPassInvalid  = "pass_invalid"
+	EDenied       = "denied"
 )
 
 // ErrorCodes returns every error code above, so that what maps or
@@ -34,6 +40,7 @@ func ErrorCodes() []string {
 		EInvalid, EUnauthorized, EForbidden, ENotFound, EMethodNotAllowed,
 		ESoldOut, EDuplicateOrder, ELimitReached, EAlreadyPaid, EOrderClosed, ENotStarted, EEnded,
 		ERateLimited, EBusy, EUnavailable, EInternal,
+		EPassRequired, EPassInvalid, EDenied,
 	}
 }
 

@@ -40,8 +40,41 @@ type Voucher struct {
 	PaymentWindowSeconds int `json:"payment_window_seconds"`
 	// LimitPerBuyer bounds the units one buyer's live orders may hold (1
 	// to MaxLimitPerBuyer, at most the stock; 0 means 1).
-	LimitPerBuyer int       `json:"limit_per_buyer"`
-	CreatedAt     time.Time `json:"-"`
+	LimitPerBuyer int `json:"limit_per_buyer"`
+	// Admission is how buyers reach the order route: AdmissionOpen (or
+	// "": anyone may order) or AdmissionQueue (a waiting room hands out
+	// single-use passes, AdmitPerSecond of them at most per second;
+	// package admission).
+	Admission      string    `json:"admission"`
+	AdmitPerSecond int       `json:"admit_per_second"`
+	CreatedAt      time.Time `json:"-"`
+}
+
+// Admission modes of a voucher, and the bound of its admission rate.
+const (
+	AdmissionOpen     = "open"
+	AdmissionQueue    = "queue"
+	MaxAdmitPerSecond = 100_000
+)
+
+// Queued reports whether buyers need a pass from the waiting room.
+func (v *Voucher) Queued() bool { return v.Admission == AdmissionQueue }
+
+// checkAdmission reports a problem with the admission fields as EInvalid.
+func (v *Voucher) checkAdmission() error {
+	switch v.Admission {
+	case "", AdmissionOpen:
+		if v.AdmitPerSecond != 0 {
+			return Errorf(EInvalid, `admit_per_second is only for "admission": "queue"`)
+		}
+	case AdmissionQueue:
+		if v.AdmitPerSecond < 1 || v.AdmitPerSecond > MaxAdmitPerSecond {
+			return Errorf(EInvalid, "admit_per_second must be 1 to %d with a queue", MaxAdmitPerSecond)
+		}
+	default:
+		return Errorf(EInvalid, `admission must be "open" or "queue"`)
+	}
+	return nil
 }
 
 // Bounds of a voucher's purchase rules.
@@ -94,7 +127,7 @@ func (v *Voucher) Validate() error {
 	case !v.EndTime.Truncate(TimePrecision).After(v.BeginTime.Truncate(TimePrecision)):
 		return Errorf(EInvalid, "end_time must be after begin_time (to the microsecond)")
 	}
-	return nil
+	return v.checkAdmission()
 }
 
 // MaxTitleBytes bounds a voucher's title, in bytes of UTF-8.
@@ -242,6 +275,9 @@ type OrderRequest struct {
 	// IdempotencyKey, when set, makes a retry of the request with the same
 	// key get the first request's answer again (MaxIdempotencyKeyBytes).
 	IdempotencyKey string
+	// Pass is the waiting room's purchase pass (the Flashsale-Pass
+	// header): a queue voucher's order needs one (package admission).
+	Pass string
 }
 
 // MaxIdempotencyKeyBytes bounds an idempotency key.

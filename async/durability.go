@@ -182,11 +182,48 @@ func checkReplicas(ctx context.Context, node rueidis.Client, min int, alone bool
 		}
 		return fmt.Errorf("%w: durability replica writes to a primary, this node's role is %q", ErrDurability, f["role"])
 	}
-	if n, _ := strconv.Atoi(f["connected_slaves"]); n < min {
+	n, _ := strconv.Atoi(f["connected_slaves"])
+	if n < min {
 		log.Warn("async: durability replica: fewer replicas connected than --min-replicas; orders answer unavailable until they connect",
 			"connected", f["connected_slaves"], "min_replicas", min)
 	}
+	checkPartitions(ctx, node, min, n, log)
 	return nil
+}
+
+// PartitionWarning starts the line CheckDurability logs when durability
+// replica cannot promise that a network partition loses no accepted order.
+const PartitionWarning = "async: DURABILITY REPLICA DOES NOT SURVIVE NETWORK PARTITIONS"
+
+// checkPartitions logs loudly when a network partition can lose orders
+// durability replica accepted on this primary (docs/partitions.md): when
+// --min-replicas is below the replicas it has (the Sentinels may promote
+// one the WAIT did not count), and when min-replicas-to-write is below
+// --min-replicas or unreadable (a primary cut off from its replicas goes
+// on writing orders its consumers persist and a failover then drops).
+func checkPartitions(ctx context.Context, node rueidis.Client, min, connected int, log *slog.Logger) {
+	var why []string
+	if min < connected {
+		why = append(why, fmt.Sprintf("--min-replicas %d is below the %d replicas connected: a partition that leaves the primary "+
+			"with the replicas that acknowledged an order lets the Sentinels promote one that lacks it", min, connected))
+	}
+	cfg, err := node.Do(ctx, node.B().ConfigGet().Parameter("min-replicas-*").Build()).AsStrMap()
+	toWrite, _ := strconv.Atoi(cfg["min-replicas-to-write"])
+	switch {
+	case err != nil:
+		why = append(why, fmt.Sprintf("min-replicas-to-write cannot be read (%v)", err))
+	case toWrite < min:
+		why = append(why, fmt.Sprintf("min-replicas-to-write is %d, below --min-replicas %d: a primary cut off from its replicas "+
+			"goes on writing orders (refused to buyers) that its consumers may persist and a failover drops", toWrite, min))
+	}
+	if len(why) == 0 {
+		log.Info("async: durability replica: a network partition loses no accepted order (every replica acknowledges it; "+
+			"an isolated primary stops writing after min-replicas-max-lag)", "min_replicas", min, "min_replicas_max_lag", cfg["min-replicas-max-lag"])
+		return
+	}
+	log.Warn(PartitionWarning+": "+strings.Join(why, "; ")+
+		"; for the promise, set --min-replicas to the number of replicas and min-replicas-to-write to the same on every data node (see docs/partitions.md)",
+		"min_replicas", min, "connected", connected)
 }
 
 // infoFields reads the "name:value" lines of an INFO reply.

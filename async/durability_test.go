@@ -1,8 +1,10 @@
 package async_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,5 +239,37 @@ func TestReplicaDurabilityWithholdsUnreplicatedOrders(t *testing.T) {
 	}
 	if o, err := e.Svc.FindOrder(ctx, other.ID); err != nil || o.Status != flashsale.StatusPending {
 		t.Errorf("lookup once replicated: %+v, %v; want pending", o, err)
+	}
+}
+
+// TestCheckDurabilityPartitions: durability replica logs loudly at start
+// when a network partition can lose accepted orders (--min-replicas below
+// the replicas, min-replicas-to-write below --min-replicas), and says it
+// cannot once both hold.
+func TestCheckDurabilityPartitions(t *testing.T) {
+	_, primary, _ := replicated(t)
+	rc := primary.Client(t)
+	tests := []struct {
+		min     int
+		toWrite string
+		want    string
+	}{
+		{1, "0", "min-replicas-to-write is 0, below --min-replicas 1"},
+		{1, "1", "a network partition loses no accepted order"},
+		{2, "2", "a network partition loses no accepted order"}, // and a warning: fewer connected
+	}
+	for _, tt := range tests {
+		ctx := context.Background()
+		if err := rc.Do(ctx, rc.B().ConfigSet().ParameterValue().ParameterValue("min-replicas-to-write", tt.toWrite).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		err := async.CheckDurability(ctx, rc, async.DurabilityConfig{Mode: async.DurabilityReplica, MinReplicas: tt.min}, slog.New(slog.NewTextHandler(&buf, nil)))
+		if err != nil || !strings.Contains(buf.String(), tt.want) {
+			t.Errorf("--min-replicas %d, min-replicas-to-write %s: %v; want a log saying %q:\n%s", tt.min, tt.toWrite, err, tt.want, buf.String())
+		}
+		if warned := strings.Contains(buf.String(), async.PartitionWarning); warned != strings.Contains(tt.want, "below") {
+			t.Errorf("--min-replicas %d, min-replicas-to-write %s: warned %v:\n%s", tt.min, tt.toWrite, warned, buf.String())
+		}
 	}
 }

@@ -7,7 +7,9 @@
 //	                                and status, and the one to open on
 //	GET /api/vouchers/{id}/stats    one voucher's figures, rates and history
 //
-// Anyone may read a sale's public figures: its status, stock left in
+// Anyone may read a sale's public figures: its status, its waiting room
+// (a queue voucher's tickets waiting, admitted per second, the ETA of a
+// ticket joining now), stock left in
 // Redis and in MySQL, orders (of them, those paid and those awaiting
 // payment, and the units cancelled and expired orders gave back),
 // accepted and refused orders per second, the latency of its order
@@ -17,6 +19,7 @@
 package dashboard
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"io/fs"
@@ -25,6 +28,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/admission"
 	"github.com/flashsale/flashsale/metrics"
 )
 
@@ -37,7 +41,17 @@ type Dashboard struct {
 	Live    *metrics.Live
 	// IsAdmin reports whether the request carries the admin token.
 	IsAdmin func(r *http.Request) bool
+	// Queues reads the waiting rooms of queue vouchers; nil: none shown.
+	Queues Queues
 }
+
+// Queues reads a voucher's waiting room from Redis; *admission.Queue is
+// one. A voucher without a room reads a zero admit_per_second.
+type Queues interface {
+	Stats(ctx context.Context, voucherID int64) (admission.Stats, error)
+}
+
+var _ Queues = (*admission.Queue)(nil)
 
 // rateSeconds is how many complete seconds the rates average over.
 const rateSeconds = 5
@@ -132,6 +146,33 @@ type voucherStats struct {
 	History   []metrics.Point  `json:"history"`
 	Admin     bool             `json:"admin"`
 	Outcomes  []string         `json:"outcomes"`
+	// Queue is the voucher's waiting room; absent for an open voucher,
+	// or a queue voucher nobody has joined yet.
+	Queue *queueView `json:"queue,omitempty"`
+}
+
+// queueView is what anyone may see of a waiting room: the tickets
+// waiting, the passes handed out in the last second and in all, the
+// voucher's admit_per_second, and the wait of a ticket joining now.
+type queueView struct {
+	Waiting        int64 `json:"waiting"`
+	AdmittedPerSec int64 `json:"admitted_per_second"`
+	Admitted       int64 `json:"admitted"`
+	Rate           int64 `json:"admit_per_second"`
+	ETASeconds     int64 `json:"eta_seconds"`
+}
+
+// queue returns the voucher's waiting room, or nil when it has none or
+// Redis could not say (the page then shows no queue).
+func (d *Dashboard) queue(ctx context.Context, id int64) *queueView {
+	if d.Queues == nil {
+		return nil
+	}
+	st, err := d.Queues.Stats(ctx, id)
+	if err != nil || st.Rate <= 0 {
+		return nil
+	}
+	return &queueView{Waiting: st.Waiting, AdmittedPerSec: st.AdmittedLastSecond, Admitted: st.Admitted, Rate: st.Rate, ETASeconds: st.ETASeconds}
 }
 
 type rates struct {
@@ -172,6 +213,7 @@ func (d *Dashboard) voucher(w http.ResponseWriter, r *http.Request) {
 	body.Rates = averageRates(body.Seconds[max(0, len(body.Seconds)-rateSeconds):])
 	body.Latency.P50, body.Latency.P99, body.Latency.Requests = d.Live.Percentiles(id)
 	body.History = d.Sampler.History(id)
+	body.Queue = d.queue(r.Context(), id)
 	if !body.Admin { // the pipeline's internals are for operators
 		for i := range body.History {
 			body.History[i].Backlog = nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/admission"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/lifecycle"
 	"github.com/flashsale/flashsale/metrics"
@@ -128,5 +129,56 @@ func get(t *testing.T, url, token string, out any) {
 	}
 	if err := json.NewDecoder(res.Body).Decode(out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQueuePanel: a queue voucher's stats carry its waiting room — the
+// tickets waiting, the voucher's admit_per_second and the ETA of a ticket
+// joining now — read from a real admission.Queue on the real Redis; an
+// open voucher's carry none.
+func TestQueuePanel(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, testenv.MySQLURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rc, prefix := testenv.Redis(t)
+	at := time.Now()
+	for _, v := range []flashsale.Voucher{
+		{ID: 1, Admission: flashsale.AdmissionQueue, AdmitPerSecond: 2},
+		{ID: 2, Admission: flashsale.AdmissionOpen},
+	} {
+		v.Title, v.Stock, v.BeginTime, v.EndTime = "v", 5, at.Add(time.Hour), at.Add(2*time.Hour)
+		if err := db.CreateVoucher(ctx, &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := admission.New(rc, admission.Config{Prefix: prefix, Secret: []byte(strings.Repeat("s", 32)), Vouchers: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := range int64(5) {
+		if _, err := q.Join(ctx, 1, u+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := metrics.NewSampler(metrics.SamplerConfig{DB: db, Live: metrics.NewLive(time.Now)})
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	(&Dashboard{Sampler: s, Live: metrics.NewLive(time.Now), Queues: q}).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	var stats struct{ Queue *queueView }
+	get(t, srv.URL+"/api/vouchers/1/stats", "", &stats)
+	if want := (queueView{Waiting: 5, Rate: 2, ETASeconds: 3}); stats.Queue == nil || *stats.Queue != want {
+		t.Errorf("queue of voucher 1: %+v; want %+v (6 tickets at 2/s: 3 s)", stats.Queue, want)
+	}
+	var raw map[string]json.RawMessage
+	get(t, srv.URL+"/api/vouchers/2/stats", "", &raw)
+	if _, ok := raw["queue"]; ok {
+		t.Errorf("an open voucher's stats carry a queue: %s", raw["queue"])
 	}
 }

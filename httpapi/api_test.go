@@ -18,6 +18,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/admission"
 	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/auth"
@@ -53,6 +54,8 @@ type testAPI struct {
 	life          *lifecycle.Service
 	clock         *testClock
 	dbURL, prefix string
+	// queue is the waiting room; its admission runs until the test ends.
+	queue *admission.Queue
 }
 
 // testClock is the clock of the strategies and of orders' lives: real
@@ -84,6 +87,9 @@ type apiOptions struct {
 	// noConsumer runs async without its consumer: accepted orders stay
 	// pending.
 	noConsumer bool
+	// passTTL is the waiting room's (default 60s); trustProxy the server's.
+	passTTL    time.Duration
+	trustProxy bool
 }
 
 func newTestAPI(t testing.TB, o apiOptions) *testAPI {
@@ -121,15 +127,18 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 		t.Fatal(err)
 	}
 	api.auth = a
+	api.queue = api.newQueue(o)
 	srv := &httpapi.Server{
 		Vouchers: vouchers,
 		// As serve wraps every strategy.
-		Orders:   idempotency.Wrap(orders, rc, idempotency.Config{Prefix: api.prefix}),
-		Auth:     a,
-		Limiter:  ratelimit.New(rc, api.prefix+"rate:"),
-		UserRate: o.rateUser,
-		IPRate:   o.rateIP,
-		Ready:    o.ready,
+		Orders:     idempotency.Wrap(admission.Wrap(orders, api.queue), rc, idempotency.Config{Prefix: api.prefix}),
+		Admission:  api.queue,
+		TrustProxy: o.trustProxy,
+		Auth:       a,
+		Limiter:    ratelimit.New(rc, api.prefix+"rate:"),
+		UserRate:   o.rateUser,
+		IPRate:     o.rateIP,
+		Ready:      o.ready,
 	}
 	if !o.noPayments {
 		srv.PaymentSecret = []byte(paymentSecret)
@@ -179,6 +188,35 @@ func (api *testAPI) services(o apiOptions, ids *idgen.Generator) (flashsale.Vouc
 		t.Fatal(err)
 	}
 	return strategy.NewVoucherService(api.db, ids, "conditional"), orders
+}
+
+// newQueue returns the waiting room as serve builds it, admitting every
+// 20 ms until the test ends.
+func (api *testAPI) newQueue(o apiOptions) *admission.Queue {
+	t := api.t
+	units := func(ctx context.Context, id int64) (int, error) {
+		v, err := api.db.Voucher(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		return v.Remaining, nil
+	}
+	if o.strategy == "async" {
+		units = func(ctx context.Context, id int64) (int, error) {
+			st, err := async.ReadState(ctx, api.redis, api.prefix+"a:", id)
+			return st.Stock, err
+		}
+	}
+	q, err := admission.New(api.redis, admission.Config{Prefix: api.prefix, Secret: []byte(secret), Vouchers: api.db, Units: units,
+		PassTTL: o.passTTL, AdmitEvery: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = q.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return q
 }
 
 func (api *testAPI) userToken(id int64) string {
@@ -320,7 +358,7 @@ func TestCreateAndGetVoucher(t *testing.T) {
 	want := map[string]any{
 		"id": created.ID, "title": "100 off", "stock": float64(7), "remaining": float64(7), "orders": float64(0),
 		"begin_time": "2026-11-21T10:00:00Z", "end_time": "2026-11-21T12:00:00Z", "shards": float64(1),
-		"payment_window_seconds": float64(0), "limit_per_buyer": float64(1),
+		"payment_window_seconds": float64(0), "limit_per_buyer": float64(1), "admission": "open", "admit_per_second": float64(0),
 	}
 	if res.StatusCode != 200 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("get voucher: %d %v; want %v", res.StatusCode, got, want)

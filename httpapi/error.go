@@ -31,6 +31,9 @@ var statuses = map[string]int{
 	flashsale.EBusy:             http.StatusServiceUnavailable,
 	flashsale.EUnavailable:      http.StatusServiceUnavailable,
 	flashsale.EInternal:         http.StatusInternalServerError,
+	flashsale.EPassRequired:     http.StatusForbidden,
+	flashsale.EPassInvalid:      http.StatusForbidden,
+	flashsale.EDenied:           http.StatusForbidden,
 }
 
 // ErrorStatus returns the HTTP status for an error code.

@@ -23,6 +23,9 @@ type createVoucherRequest struct {
 	// PaymentWindowSeconds: 0 (the default) for no payment step.
 	PaymentWindowSeconds int  `json:"payment_window_seconds"`
 	LimitPerBuyer        *int `json:"limit_per_buyer"` // default 1
+	// Admission: "open" (the default) or "queue", with AdmitPerSecond.
+	Admission      string `json:"admission"`
+	AdmitPerSecond int    `json:"admit_per_second"`
 }
 
 func (req *createVoucherRequest) voucher() (*flashsale.Voucher, error) {
@@ -58,6 +61,11 @@ func (req *createVoucherRequest) voucher() (*flashsale.Voucher, error) {
 		Shards:               1,
 		LimitPerBuyer:        1,
 		PaymentWindowSeconds: req.PaymentWindowSeconds,
+		Admission:            req.Admission,
+		AdmitPerSecond:       req.AdmitPerSecond,
+	}
+	if v.Admission == "" {
+		v.Admission = flashsale.AdmissionOpen
 	}
 	if req.Shards != nil {
 		v.Shards = *req.Shards

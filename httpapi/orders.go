@@ -87,12 +87,23 @@ func orderRequest(w http.ResponseWriter, r *http.Request, userID int64) (flashsa
 		}
 		req.IdempotencyKey = key
 	}
+	if passes := r.Header.Values("Flashsale-Pass"); len(passes) > 0 {
+		pass := strings.TrimSpace(passes[0])
+		if len(passes) > 1 || pass == "" {
+			return flashsale.OrderRequest{}, flashsale.Errorf(flashsale.EPassInvalid, "Flashsale-Pass must be one pass")
+		}
+		req.Pass = pass
+	}
 	return req, nil
 }
 
 func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 	userID, err := s.user(r)
 	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.deny(r, userID); err != nil {
 		s.fail(w, r, err)
 		return
 	}

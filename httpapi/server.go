@@ -55,6 +55,9 @@ type Server struct {
 	// Now is the clock the webhook's signature timestamp is checked
 	// against (default time.Now).
 	Now func() time.Time
+	// Admission is the waiting room and the deny list; without it the
+	// queue and deny list routes answer unavailable, and nobody is denied.
+	Admission Admission
 }
 
 // now returns the server's time.
@@ -97,6 +100,10 @@ func (s *Server) routes() []route {
 		{"GET", "/api/orders/{id}", s.getOrder},
 		{"POST", "/api/orders/{id}/cancel", s.cancelOrder},
 		{"POST", "/api/payments", s.payment},
+		{"POST", "/api/vouchers/{id}/queue", s.joinQueue},
+		{"GET", "/api/vouchers/{id}/queue/{ticket}", s.pollQueue},
+		{"PUT", "/api/denylist", s.putDenyList},
+		{"GET", "/api/denylist", s.getDenyList},
 	}
 }
 
@@ -235,6 +242,19 @@ func (s *Server) limit(r *http.Request, userID int64) error {
 // IPv6 client usually holds a whole /64 and could otherwise rotate through
 // it for a fresh budget per address.
 func (s *Server) clientIP(r *http.Request) string {
+	ip, raw := s.clientAddr(r)
+	if !ip.IsValid() {
+		return raw
+	}
+	if ip.Is6() {
+		return netip.PrefixFrom(ip.WithZone(""), 64).Masked().String()
+	}
+	return ip.String()
+}
+
+// clientAddr returns the client's address (unmapped; invalid when it
+// does not parse) and the text it was read from.
+func (s *Server) clientAddr(r *http.Request) (netip.Addr, string) {
 	addr := ""
 	if s.TrustProxy {
 		// The last entry of the last header line is what the proxy in
@@ -257,13 +277,9 @@ func (s *Server) clientIP(r *http.Request) string {
 		// Some proxies write the client's port too.
 		ap, err := netip.ParseAddrPort(addr)
 		if err != nil {
-			return addr
+			return netip.Addr{}, addr
 		}
 		ip = ap.Addr()
 	}
-	ip = ip.Unmap()
-	if ip.Is6() {
-		return netip.PrefixFrom(ip.WithZone(""), 64).Masked().String()
-	}
-	return ip.String()
+	return ip.Unmap(), addr
 }

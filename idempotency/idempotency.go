@@ -154,7 +154,10 @@ func keep(err error) bool {
 		return false
 	}
 	switch flashsale.ErrorCode(err) {
-	case flashsale.EBusy, flashsale.EUnavailable, flashsale.ERateLimited, flashsale.EInternal:
+	case flashsale.EBusy, flashsale.EUnavailable, flashsale.ERateLimited, flashsale.EInternal,
+		// The waiting room turned the request away before any strategy
+		// saw it: the retry with a pass runs anew.
+		flashsale.EPassRequired, flashsale.EPassInvalid:
 		return false
 	}
 	return true

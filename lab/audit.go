@@ -32,8 +32,10 @@ type Evidence struct {
 	// orders in MySQL.
 	OrderIDs   []int64
 	OrderUsers []int64
-	// MaxBuyerUnits is the most units one buyer's live orders hold.
+	// MaxBuyerUnits is the most units one buyer's live orders hold;
+	// UserUnits the units each buyer's live orders hold.
 	MaxBuyerUnits int
+	UserUnits     map[int64]int
 	// Closed are the orders among the accepted ones and PaidIDs that
 	// MySQL holds but not live: cancelled, expired or failed.
 	Closed []flashsale.Order
@@ -278,6 +280,7 @@ func (e *Evidence) readLive(orders []flashsale.Order) map[int64]bool {
 	}
 	slices.Sort(e.OrderIDs)
 	e.OrderUsers = slices.Sorted(maps.Keys(units))
+	e.UserUnits = units
 	for _, n := range units {
 		e.MaxBuyerUnits = max(e.MaxBuyerUnits, n)
 	}

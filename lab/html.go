@@ -21,6 +21,7 @@ var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{
 	"number":  func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
 	"rate":    thousands,
 	"latency": millis,
+	"percent": func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + "%" },
 }).Parse(reportTemplate))
 
 // WriteHTML writes rep as one self-contained HTML page (inline CSS and
@@ -40,8 +41,9 @@ func WriteHTML(w io.Writer, rep Report) error {
 		Short     []string // the runs Seconds leaves out
 		Latency   chart
 		Second    *secondReport
+		Crowd     []Row // the runs with bots and people
 	}{time.Now().UTC().Format(time.RFC3339), rep.Setup.items(), newAuditTable("audit", rep.Runs), Verdicts(rep.Runs), rateBars(rep.Runs),
-		seconds, short, latencyChart(rep.Runs), nil}
+		seconds, short, latencyChart(rep.Runs), nil, slices.DeleteFunc(slices.Clone(rep.Runs), func(r Row) bool { return r.Crowd == nil })}
 	if l := rep.Lifecycle; l != nil {
 		data.Second = &secondReport{Title: l.Setup.Sale(), Setup: l.Setup.items(), Audit: newAuditTable("lifecycle-audit", l.Runs), Verdicts: Verdicts(l.Runs)}
 	}

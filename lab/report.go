@@ -41,6 +41,9 @@ type Row struct {
 	// Lifecycle is what became of the orders of a sale with a payment
 	// window; null without one.
 	Lifecycle *Lifecycle `json:"lifecycle"`
+	// Crowd is what the bots and the people of a sale with a Crowd won;
+	// null without one.
+	Crowd *CrowdResult `json:"crowd"`
 	// Speed: answered requests per second and latency in ms, and the
 	// answered requests per second of the same requests on GET /healthz,
 	// closed loop.
@@ -80,7 +83,9 @@ func (r *Row) findings() Findings {
 }
 
 // Exact reports whether the row's audit found nothing wrong.
-func (r *Row) Exact() bool { return r.findings().Exact() }
+func (r *Row) Exact() bool {
+	return r.findings().Exact() && (r.Crowd == nil || len(r.Crowd.problems(r.Units, r.Stock)) == 0)
+}
 
 func round(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))

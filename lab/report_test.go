@@ -16,6 +16,7 @@ import (
 var documented = []string{
 	"strategy", "voucher_id", "instances", "stock", "requests", "accepted", "rejected", "errors", "orders",
 	"units", "limit_per_buyer", "max_buyer_units", "lifecycle", // the purchase rules and the order's life
+	"crowd", // a sale of bots and people
 	"distinct_buyers", "duplicate_buyers", "remaining_db", "remaining_redis", "oversold", "lost",
 	"undersold", "stock_drift", "rps", "p50_ms", "p90_ms", "p99_ms", "max_ms", "ceiling_rps",
 	"elapsed_ms", "sold_out_ms", "throughput", "latency", // the series behind --html

@@ -1,15 +1,12 @@
 package lab
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -77,6 +74,9 @@ type Sale struct {
 	Unreachable time.Duration
 	// Progress returns the display of a run (default: none).
 	Progress func(label string, total int) Progress
+	// Crowd, when set, makes the buyers people and bots at a start in
+	// the near future instead of the Plan of Requests (crowd.go).
+	Crowd *Crowd
 }
 
 // Run runs the sale and returns its row. The row is filled as far as the
@@ -89,45 +89,61 @@ func (s *Sale) Run(ctx context.Context) (Row, error) {
 	if err := s.validate(); err != nil {
 		return row, err
 	}
-	shots, err := Plan(s.Users, s.Requests, s.Doubles, s.Seed)
-	if err != nil {
-		return row, err
+	var shots []Shot
+	if s.Crowd == nil {
+		var err error
+		if shots, err = Plan(s.Users, s.Requests, s.Doubles, s.Seed); err != nil {
+			return row, err
+		}
+		Quantities(shots, s.QuantityMax, s.Seed)
 	}
-	Quantities(shots, s.QuantityMax, s.Seed)
 	client := NewClient(s.Concurrency, orDefault(s.Timeout, 30*time.Second))
 	defer client.CloseIdleConnections()
-	deadline := time.Now().Add(orDefault(s.SaleDuration, time.Minute))
-	if row.VoucherID, err = s.createVoucher(ctx, client, deadline); err != nil {
+	now := time.Now()
+	deadline := now.Add(orDefault(s.SaleDuration, time.Minute))
+	begin, end := s.saleWindow(now, deadline)
+	var err error
+	if row.VoucherID, err = s.createVoucher(ctx, client, begin, end); err != nil {
 		return row, setupError(err)
 	}
 	tokens, err := s.tokens()
 	if err != nil {
 		return row, fmt.Errorf("%w: %w", ErrSetup, err)
 	}
-	res, b, err := s.sell(ctx, client, row.VoucherID, shots, func(u int64) string { return tokens[u-1] }, deadline)
+	token := func(u int64) string { return tokens[u-1] }
+	if s.Crowd != nil {
+		return s.runCrowd(ctx, row, token, now, begin, end)
+	}
+	res, b, err := s.sell(ctx, client, row.VoucherID, shots, token, deadline)
 	if err != nil {
 		return row, err
 	}
 	row.setLoad(res)
+	return row, s.finish(ctx, client, &row, res, b, shots)
+}
+
+// finish audits a sale whose answers are res into row and measures its
+// ceiling with shots' requests; see Run for the errors.
+func (s *Sale) finish(ctx context.Context, client *http.Client, row *Row, res *Result, b *buyers, shots []Shot) error {
 	if err := s.checkConsumers(ctx, row.VoucherID); err != nil {
-		return row, err // before the drain waits for what a foreign consumer holds
+		return err // before the drain waits for what a foreign consumer holds
 	}
 	if res.Errors > 0 {
 		// Before the drain waits for what a dead server cannot persist,
 		// and before the calibration: are the targets still there?
 		if err := s.probe(ctx, client); err != nil {
-			return row, err
+			return err
 		}
 	}
-	drained, buyersErr, err := s.audit(ctx, &row, res, b)
+	drained, buyersErr, err := s.audit(ctx, row, res, b)
 	if err != nil {
-		return row, err
+		return err
 	}
-	calErr, err := s.calibrate(ctx, client, shots, &row)
+	calErr, err := s.calibrate(ctx, client, shots, row)
 	if err != nil {
-		return row, err
+		return err
 	}
-	return row, errors.Join(drained, transportError("the sale", res), buyersErr, calErr)
+	return errors.Join(drained, transportError("the sale", res), buyersErr, calErr)
 }
 
 // checkConsumers returns an error wrapping ErrForeignConsumer when a
@@ -159,6 +175,10 @@ func (s *Sale) validate() error {
 		return fmt.Errorf("%w: a sale with a payment window needs the servers' payment secret", ErrSetup)
 	case !(s.PayRatio >= 0 && s.CancelRatio >= 0 && s.PayRatio+s.CancelRatio <= 1): // NaN too
 		return fmt.Errorf("%w: the pay and cancel ratios must be within [0, 1], their sum at most 1", ErrSetup)
+	case s.Crowd != nil && s.PaymentWindow > 0:
+		return fmt.Errorf("%w: a sale of bots and people has no payment window", ErrSetup)
+	case s.Crowd != nil:
+		return s.Crowd.validate()
 	}
 	return nil
 }
@@ -229,6 +249,9 @@ func (s *Sale) audit(ctx context.Context, row *Row, res *Result, b *buyers) (dra
 		ev.TurnedAway, ev.Buyers = nil, &out
 	}
 	row.setFindings(Check(ev))
+	if row.Crowd != nil {
+		row.Crowd.count(ev.UserUnits, s.Users)
+	}
 	return drained, buyersErr, nil
 }
 
@@ -314,74 +337,6 @@ func transportError(what string, res *Result) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %d of %d requests of %s got no usable answer; first: %w", ErrTransport, res.Errors, res.Requests, what, res.ErrorSamples[0])
-}
-
-// createVoucher creates the sale's voucher on the first target, on sale
-// from a minute ago (servers' clocks differ a little) for an hour, or with
-// a payment window until deadline, with the sale's purchase rules.
-func (s *Sale) createVoucher(ctx context.Context, client *http.Client, deadline time.Time) (int64, error) {
-	now := time.Now().UTC()
-	v := map[string]any{
-		"title":      "load lab: " + s.Strategy + " " + now.Format(time.RFC3339),
-		"stock":      s.Stock,
-		"shards":     max(s.Shards, 1),
-		"pay_value":  labPrice,
-		"begin_time": now.Add(-time.Minute),
-		"end_time":   now.Add(time.Hour),
-	}
-	if s.PaymentWindow > 0 {
-		v["payment_window_seconds"], v["end_time"] = int(s.PaymentWindow/time.Second), deadline.UTC()
-	}
-	if s.LimitPerBuyer > 1 {
-		v["limit_per_buyer"] = s.LimitPerBuyer
-	}
-	body, err := json.Marshal(v)
-	if err != nil {
-		return 0, err
-	}
-	url := strings.TrimSuffix(s.Targets[0], "/") + "/api/vouchers"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("%w: creating the voucher: %s gave no answer: %w", ErrUnreachable, s.Targets[0], err)
-	}
-	defer resp.Body.Close()
-	var created struct {
-		ID    string `json:"id"`
-		Error struct{ Code, Message string }
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil || resp.StatusCode != http.StatusCreated {
-		return 0, fmt.Errorf("creating the voucher: POST %s answered %s (%s: %s)", url, resp.Status, created.Error.Code, created.Error.Message)
-	}
-	return strconv.ParseInt(created.ID, 10, 64)
-}
-
-// setupError marks err as a failure to set the sale up, unless it says
-// already that a target is unreachable.
-func setupError(err error) error {
-	if errors.Is(err, ErrUnreachable) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrSetup, err)
-}
-
-// tokens mints a token per buyer, valid for a day: tokens[u-1] is user
-// u's.
-func (s *Sale) tokens() ([]string, error) {
-	tokens := make([]string, s.Users)
-	for i := range tokens {
-		t, err := s.Auth.UserToken(int64(i+1), 24*time.Hour)
-		if err != nil {
-			return nil, err
-		}
-		tokens[i] = t
-	}
-	return tokens, nil
 }
 
 // orDefault returns v, or def when v is zero.

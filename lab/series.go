@@ -59,7 +59,7 @@ func (r *recorder) countSecond(code string) {
 	if code == flashsale.ESoldOut && r.res.SoldOut == 0 {
 		r.res.SoldOut = max(since, 1)
 	}
-	i := int(since / time.Second)
+	i := int(max(since, 0) / time.Second) // a Crowd's run counts from its start
 	for len(r.res.PerSecond) <= i {
 		r.res.PerSecond = append(r.res.PerSecond, 0)
 	}

@@ -52,6 +52,16 @@ type Setup struct {
 	PayRatio             float64 `json:"pay_ratio"`
 	CancelRatio          float64 `json:"cancel_ratio"`
 	SaleDuration         string  `json:"sale_duration"`
+	// A sale of bots and people (Sale.Crowd): Bots accounts besides the
+	// Users people, each sending BotRate requests per second, QueueLead
+	// from the voucher's creation to its start, its Admission ("": the
+	// servers' default, open) and, with a queue, AdmitPerSecond. Users
+	// are then the people, and Requests 0 (each row counts its own).
+	Bots           int     `json:"bots,omitempty"`
+	BotRate        float64 `json:"bot_rate,omitempty"`
+	QueueLead      string  `json:"queue_lead,omitempty"`
+	Admission      string  `json:"admission,omitempty"`
+	AdmitPerSecond int     `json:"admit_per_second,omitempty"`
 	// Concurrency bounds the requests in flight; Rate, when positive, is
 	// the open model's requests per second (0: the closed model).
 	Concurrency int     `json:"concurrency"`
@@ -81,6 +91,9 @@ func (s Setup) Sale() string {
 		shards = fmt.Sprintf(" in %d shards", s.Shards)
 	}
 	sale := fmt.Sprintf("stock %d%s, %d buyers, %d order attempts (double-click chance %g)", s.Stock, shards, s.Users, s.Requests, s.DoubleClicks)
+	if s.QueueLead != "" {
+		sale = fmt.Sprintf("stock %d%s, %s", s.Stock, shards, s.crowd())
+	}
 	window := time.Duration(s.PaymentWindowSeconds) * time.Second
 	sd, _ := time.ParseDuration(s.SaleDuration) // "" when there is no window: 0
 	if rules := describeRules(s.QuantityMax, s.LimitPerBuyer, window, s.PayRatio, s.CancelRatio, sd); rules != "" {
@@ -121,4 +134,19 @@ func (s Setup) items() []setupItem {
 		{"load", s.Model()},
 		{"machine", s.Machine + " (where the load ran)"},
 	}
+}
+
+// crowd says who a sale of bots and people had: "300 people and 100 bots
+// (20 requests/s each), queue admission (50 admitted/s), start 3s after
+// the voucher's creation".
+func (s Setup) crowd() string {
+	admission := strings.ReplaceAll(s.Admission, ",", " then ") + " admission"
+	if s.Admission == "" {
+		admission = "the servers' default admission (open)"
+	}
+	if s.AdmitPerSecond > 0 {
+		admission += fmt.Sprintf(" (the queue admitting %d/s)", s.AdmitPerSecond)
+	}
+	return fmt.Sprintf("%d people (double-click chance %g) and %d bots (%g requests/s each), %s, start %s after the voucher's creation",
+		s.Users, s.DoubleClicks, s.Bots, s.BotRate, admission, s.QueueLead)
 }

@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/flashsale/flashsale/admission"
 	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/auth"
@@ -32,6 +34,7 @@ type shop struct {
 	auth    *auth.Authenticator
 	auditor *lab.Auditor
 	secret  []byte // the payment webhook's
+	db      *store.DB
 }
 
 // testBackends opens a fresh MySQL database and a Redis prefix for the
@@ -54,12 +57,20 @@ func testBackends(t *testing.T) (*store.DB, rueidis.Client, string, *auth.Authen
 // newShop starts instances of the strategy; they stop when the test ends.
 func newShop(t *testing.T, name string, instances int) *shop {
 	t.Helper()
+	return newShopWith(t, name, instances, false)
+}
+
+// newShopWith is newShop; with queue, each instance has the waiting room
+// (package admission) as serve wires it: the routes, the pass on the
+// order route, and admission running.
+func newShopWith(t *testing.T, name string, instances int, queue bool) *shop {
+	t.Helper()
 	db, rc, prefix, authn := testBackends(t)
 	ids := idgen.New(rc, "id", idgen.WithPrefix(prefix+"idgen:"))
 	t.Cleanup(ids.Close)
 	locks := lock.New(rc, lock.WithPrefix(prefix+"lock:"))
 	t.Cleanup(func() { locks.Close() })
-	s := &shop{auth: authn, auditor: lab.NewAuditor(db, rc, prefix), secret: []byte("the payment secret of the lab's tests")}
+	s := &shop{auth: authn, auditor: lab.NewAuditor(db, rc, prefix), secret: []byte("the payment secret of the lab's tests"), db: db}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -86,6 +97,11 @@ func newShop(t *testing.T, name string, instances int) *shop {
 			api.Vouchers, api.Orders = strategy.NewVoucherService(db, ids, name), orders
 		}
 		wg.Go(func() { _ = life.Run(ctx, lifecycle.ExpirerConfig{}) })
+		if queue {
+			q := waitingRoom(t, rc, db, prefix, name)
+			api.Admission, api.Orders = q, admission.Wrap(api.Orders, q)
+			wg.Go(func() { _ = q.Run(ctx) })
+		}
 		api.Auth, api.PaymentSecret = authn, s.secret
 		srv := httptest.NewServer(api.Handler())
 		t.Cleanup(srv.Close)
@@ -122,4 +138,32 @@ func wantEnded(t *testing.T, row lab.Row) *lab.Lifecycle {
 		t.Errorf("%s: lifecycle %+v, sold %d of %d; want every unit paid, none after close", row.Strategy, *lc, row.Units, row.Stock)
 	}
 	return lc
+}
+
+// waitingRoom returns the waiting room of a shop of the strategy, counting
+// units left as serve does: the gate's stock for async, MySQL's remaining
+// for the others.
+func waitingRoom(t *testing.T, rc rueidis.Client, db *store.DB, prefix, strategy string) *admission.Queue {
+	t.Helper()
+	units := func(ctx context.Context, id int64) (int, error) {
+		v, err := db.Voucher(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		return v.Remaining, nil
+	}
+	if strategy == "async" {
+		units = func(ctx context.Context, id int64) (int, error) {
+			st, err := async.ReadState(ctx, rc, prefix, id)
+			if err != nil || !st.Loaded {
+				return 0, errors.Join(err, errors.New("the voucher is not in the gate"))
+			}
+			return st.Stock, nil
+		}
+	}
+	q, err := admission.New(rc, admission.Config{Prefix: prefix, Secret: []byte(strings.Repeat("q", 32)), Vouchers: db, Units: units})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

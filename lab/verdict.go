@@ -28,7 +28,7 @@ func Verdicts(rows []Row) []string {
 	if len(exact) > 0 {
 		out = append(out, fmt.Sprintf("exact: %s: %s.", strings.Join(exact, ", "), strings.Join(promises(kept), ", ")))
 	}
-	return append(out, lifecycleVerdicts(rows)...)
+	return append(append(out, lifecycleVerdicts(rows)...), crowdVerdicts(rows)...)
 }
 
 // promises says what the exact rows kept.
@@ -82,6 +82,9 @@ func (r *Row) problems() []string {
 	}
 	if r.Lifecycle != nil {
 		p = append(p, r.Lifecycle.problems(r.Units)...)
+	}
+	if r.Crowd != nil {
+		p = append(p, r.Crowd.problems(r.Units, r.Stock)...)
 	}
 	if r.Errors > 0 {
 		p = append(p, fmt.Sprintf("%d errors: %d of %d requests got no usable answer", r.Errors, r.Errors, r.Requests))

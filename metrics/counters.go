@@ -20,9 +20,10 @@ func (m *Metrics) WatchConsumer(c *consume.Consumer) {
 		{"flashsale_async_entries_lost_total", "Pending stream entries deleted before they were persisted."},
 		{"flashsale_async_entries_claimed_dead_total", "Stream entries taken over from consumers whose heartbeat had stopped (they died)."},
 		{"flashsale_async_unknown_voucher_total", "Batches left pending because this consumer's database has no such voucher: a configuration error (another database's Redis prefix)."},
+		{"flashsale_async_unreplicated_total", "Batches left pending because the replicas durability replica asks for did not confirm them (a partition or a lagging replica)."},
 	}, func() []uint64 {
 		s := c.Stats()
-		return []uint64{s.Persisted, s.AlreadyPresent, s.Claimed, s.DeadLettered, s.Retries, s.Batches, s.Lost, s.ClaimedDead, s.UnknownVoucher}
+		return []uint64{s.Persisted, s.AlreadyPresent, s.Claimed, s.DeadLettered, s.Retries, s.Batches, s.Lost, s.ClaimedDead, s.UnknownVoucher, s.Unreplicated}
 	}))
 }
 

@@ -52,7 +52,9 @@ func Outcome(err error) string {
 	case flashsale.ESoldOut, flashsale.EDuplicateOrder, flashsale.ELimitReached, flashsale.ENotStarted, flashsale.EEnded,
 		flashsale.ERateLimited, flashsale.EBusy, flashsale.EUnavailable, flashsale.EInvalid:
 		return code
-	case flashsale.ENotFound, flashsale.EUnauthorized, flashsale.EForbidden:
+	case flashsale.ENotFound, flashsale.EUnauthorized, flashsale.EForbidden,
+		// The waiting room's refusals (flashsale_queue_* tell its story).
+		flashsale.EPassRequired, flashsale.EPassInvalid, flashsale.EDenied:
 		return "invalid"
 	default:
 		return "internal"
@@ -76,6 +78,8 @@ type Metrics struct {
 	// An order's life after it is placed (lifecycle.go).
 	payments, cancels *prometheus.CounterVec
 	expiryLag         prometheus.Histogram
+	// The waiting rooms (queue.go), once WatchQueue runs.
+	queue *QueueWatch
 }
 
 // latencyBuckets suit a service that answers in well under a millisecond

@@ -26,9 +26,9 @@ func (db *DB) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error {
 	}
 	created := now()
 	_, err := db.w.ExecContext(ctx, `INSERT INTO vouchers
-		(id, title, pay_value, actual_value, stock, remaining, shards, payment_window_seconds, limit_per_buyer, begin_time, end_time, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID, v.Title, v.PayValue, v.ActualValue, v.Stock, v.Stock, v.ShardCount(), v.PaymentWindowSeconds, v.BuyerLimit(),
+		(id, title, pay_value, actual_value, stock, remaining, shards, payment_window_seconds, limit_per_buyer, admission, admit_per_second, begin_time, end_time, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.Title, v.PayValue, v.ActualValue, v.Stock, v.Stock, v.ShardCount(), v.PaymentWindowSeconds, v.BuyerLimit(), admission(v), v.AdmitPerSecond,
 		dbTime(v.BeginTime), dbTime(v.EndTime), dbTime(created), dbTime(created))
 	if isDuplicate(err) {
 		return fmt.Errorf("%w: voucher %d already exists", ErrDuplicateID, v.ID)
@@ -36,13 +36,21 @@ func (db *DB) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error {
 	if err != nil {
 		return wrap(fmt.Sprintf("create voucher %d", v.ID), err)
 	}
-	v.Remaining, v.Orders, v.Shards, v.LimitPerBuyer = v.Stock, 0, v.ShardCount(), v.BuyerLimit()
+	v.Remaining, v.Orders, v.Shards, v.LimitPerBuyer, v.Admission = v.Stock, 0, v.ShardCount(), v.BuyerLimit(), admission(v)
 	v.BeginTime, v.EndTime, v.CreatedAt = storedTime(v.BeginTime), storedTime(v.EndTime), created
 	return nil
 }
 
+// admission returns v's admission mode, open when not given.
+func admission(v *flashsale.Voucher) string {
+	if v.Admission == "" {
+		return flashsale.AdmissionOpen
+	}
+	return v.Admission
+}
+
 // voucherColumns are the columns scanVoucher reads, in order.
-const voucherColumns = "v.id, v.title, v.pay_value, v.actual_value, v.stock, v.remaining, v.shards, v.payment_window_seconds, v.limit_per_buyer, v.begin_time, v.end_time, v.created_at"
+const voucherColumns = "v.id, v.title, v.pay_value, v.actual_value, v.stock, v.remaining, v.shards, v.payment_window_seconds, v.limit_per_buyer, v.admission, v.admit_per_second, v.begin_time, v.end_time, v.created_at"
 
 // createdOrders counts a voucher's live orders, as a column of a query on
 // vouchers v.
@@ -51,7 +59,7 @@ const createdOrders = "(SELECT COUNT(*) FROM orders o WHERE o.voucher_id = v.id 
 // scanVoucher reads voucherColumns and, when withOrders, an order count.
 func scanVoucher(row interface{ Scan(...any) error }, withOrders bool) (*flashsale.Voucher, error) {
 	v := new(flashsale.Voucher)
-	dest := []any{&v.ID, &v.Title, &v.PayValue, &v.ActualValue, &v.Stock, &v.Remaining, &v.Shards, &v.PaymentWindowSeconds, &v.LimitPerBuyer,
+	dest := []any{&v.ID, &v.Title, &v.PayValue, &v.ActualValue, &v.Stock, &v.Remaining, &v.Shards, &v.PaymentWindowSeconds, &v.LimitPerBuyer, &v.Admission, &v.AdmitPerSecond,
 		scanTime{&v.BeginTime}, scanTime{&v.EndTime}, scanTime{&v.CreatedAt}}
 	if withOrders {
 		dest = append(dest, &v.Orders)

@@ -20,7 +20,7 @@ func TestCreateAndFindVoucher(t *testing.T) {
 		}
 		want := flashsale.Voucher{
 			ID: 42, Title: "秒杀券 voucher", PayValue: 9900, ActualValue: 10000,
-			Stock: 100, Remaining: 100, Orders: 0, Shards: 1, LimitPerBuyer: 1,
+			Stock: 100, Remaining: 100, Orders: 0, Shards: 1, LimitPerBuyer: 1, Admission: flashsale.AdmissionOpen,
 			BeginTime: saleStart.UTC().Truncate(time.Microsecond),
 			EndTime:   saleStart.Add(2 * time.Hour).UTC().Truncate(time.Microsecond),
 			CreatedAt: v.CreatedAt,
@@ -259,6 +259,22 @@ func TestRecentVouchers(t *testing.T) {
 		}
 		if len(all) != 3 || all[2].ID != 2 || all[2].Orders != 0 || all[2].Stock != 10 || all[2].Title == "" {
 			t.Errorf("RecentVouchers(limit 10) = %+v, want vouchers 4, 3, 2 with their rows and no order count", all)
+		}
+	})
+}
+
+// A queue voucher's admission and rate round-trip on both dialects (the
+// embedded SQLite serve uses without --db too).
+func TestQueueVoucherRoundTrip(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		v := newVoucher(43, 10)
+		v.Admission, v.AdmitPerSecond = flashsale.AdmissionQueue, 250
+		if err := db.CreateVoucher(t.Context(), v); err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.Voucher(t.Context(), 43)
+		if err != nil || !got.Queued() || got.AdmitPerSecond != 250 {
+			t.Fatalf("Voucher = %+v, %v; want a queue voucher admitting 250/s", got, err)
 		}
 	})
 }

@@ -25,7 +25,8 @@ type item struct {
 // entries, or nil when this process read them new) is persisted on its
 // own after the batch, and dead-lettered only if that fails for good or
 // MaxDeliveries attempts on its own never finished. It returns an error
-// only when entries are left pending (ctx done, or Redis failed).
+// only when entries are left pending (ctx done, Redis failed, or the
+// replicas do not have them: ErrNotReplicated).
 func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64) error {
 	// Alone, an order that crashes its consumer does not take its batch
 	// with it; the count of attempts alone is kept in Redis, so a crash
@@ -34,6 +35,9 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 	// not give an accepted order up.
 	if len(entries) == 0 {
 		return nil
+	}
+	if err := w.replicated(ctx); err != nil {
+		return err
 	}
 	var batch, alone []item
 	var ack []string

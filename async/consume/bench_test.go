@@ -19,21 +19,27 @@ func BenchmarkConsumer(b *testing.B) {
 	for _, batch := range []int{100, 500, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			e := newEnv(b)
-			v := e.Voucher(max(b.N, 1))
-			preload(b, e, v.ID, b.N)
 			cfg := e.ConsumerConfig()
 			cfg.BatchSize = batch
-			c := consume.New(e.Client, e.DB, cfg)
-			b.ResetTimer()
-			stop := e.Run(c)
-			for c.Stats().Persisted < uint64(b.N) {
-				time.Sleep(time.Millisecond)
-			}
-			b.StopTimer()
-			stop()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+			drainBacklog(b, e, cfg)
 		})
 	}
+}
+
+// drainBacklog puts b.N accepted orders of a new voucher in its stream
+// (untimed) and times a consumer of cfg persisting them.
+func drainBacklog(b *testing.B, e *env, cfg consume.Config) {
+	v := e.Voucher(max(b.N, 1))
+	preload(b, e, v.ID, b.N)
+	c := consume.New(e.Client, e.DB, cfg)
+	b.ResetTimer()
+	stop := e.Run(c)
+	for c.Stats().Persisted < uint64(b.N) {
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	stop()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
 }
 
 // preload has n new users of the voucher each place an order, from 32
@@ -52,4 +58,19 @@ func preload(b *testing.B, e *env, voucherID int64, n int) {
 		})
 	}
 	wg.Wait()
+}
+
+// BenchmarkConsumerReplicas is BenchmarkConsumer (batch 500) on a primary
+// with one replica, the consumer waiting for wait replicas before each
+// batch (Config.MinReplicas: durability replica) or not. Run the two
+// alternately (docs/benchmarks.md).
+func BenchmarkConsumerReplicas(b *testing.B) {
+	for _, wait := range []int{0, 1} {
+		b.Run(fmt.Sprintf("wait=%d", wait), func(b *testing.B) {
+			e, _ := replicatedEnv(b)
+			cfg := e.ConsumerConfig()
+			cfg.MinReplicas = wait
+			drainBacklog(b, e, cfg)
+		})
+	}
 }

@@ -62,6 +62,13 @@ type Config struct {
 	// where reconciliation reads MySQL; without it keys are never retired.
 	RetireAfter time.Duration
 	Audit       reconcile.AuditStore
+	// MinReplicas, above 0, is durability replica's (async.Durability):
+	// a batch read is persisted only once that many replicas have it
+	// (replicated.go); one they do not acknowledge within ReplicaTimeout
+	// (default 1s) stays pending and is read again (default 0: persist
+	// what is read).
+	MinReplicas    int
+	ReplicaTimeout time.Duration
 	// Logger gets dead letters, retries and lost entries (default
 	// slog.Default()).
 	Logger *slog.Logger
@@ -90,6 +97,9 @@ type Stats struct {
 	// error, this consumer reads another database's prefix. Their entries
 	// stay pending, handed back for others to take; none is dead-lettered.
 	UnknownVoucher uint64
+	// Unreplicated counts batches left pending because the replicas did
+	// not acknowledge them (Config.MinReplicas).
+	Unreplicated uint64
 }
 
 // Consumer persists the orders the gate accepted: one worker per
@@ -105,7 +115,7 @@ type Consumer struct {
 	log    *slog.Logger
 
 	persisted, alreadyPresent, deadLettered, claimed, retries, batches, lost atomic.Uint64
-	claimedDead, unknownVoucher                                              atomic.Uint64
+	claimedDead, unknownVoucher, unreplicated                                atomic.Uint64
 }
 
 // New returns a Consumer that persists into db.
@@ -125,6 +135,7 @@ func New(client rueidis.Client, db Persister, cfg Config) *Consumer {
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, 5*time.Second)
 	cfg.PersistTimeout = cmp.Or(cfg.PersistTimeout, cfg.ClaimIdle/3)
 	cfg.RetireAfter = cmp.Or(cfg.RetireAfter, time.Hour)
+	cfg.ReplicaTimeout = cmp.Or(cfg.ReplicaTimeout, time.Second)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Consumer{client: client, db: db, keys: layout.New(cfg.Prefix), cfg: cfg,
 		log: cfg.Logger.With("consumer", cfg.Name)}
@@ -140,6 +151,7 @@ func (c *Consumer) Stats() Stats {
 		DeadLettered: c.deadLettered.Load(), Claimed: c.claimed.Load(),
 		Retries: c.retries.Load(), Batches: c.batches.Load(), Lost: c.lost.Load(),
 		ClaimedDead: c.claimedDead.Load(), UnknownVoucher: c.unknownVoucher.Load(),
+		Unreplicated: c.unreplicated.Load(),
 	}
 }
 

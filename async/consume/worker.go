@@ -46,6 +46,10 @@ func (w *worker) run(ctx context.Context) {
 		case errors.Is(err, flashsale.ErrUnknownVoucher):
 			waiting = false
 			pause = w.unknownVoucher(ctx, err)
+		case errors.Is(err, ErrNotReplicated):
+			// A partition, or a replica down: the entries wait.
+			waiting = false
+			w.log.Warn("async: not persisting entries the replicas do not have yet; they stay pending", "err", err)
 		case isNoGroup(err):
 			// Registered before its stream was created, or lost by Redis:
 			// the next load creates it.

@@ -49,6 +49,7 @@ type benchConfig struct {
 	lockWait    time.Duration
 	locks       lockFlags  // stocklock.go
 	rules       benchRules // benchrules.go
+	crowd       benchCrowd // benchcrowd.go
 	backends    backendFlags
 	// then is a second set of runs on the same backends, reported apart
 	// (demo's sales with a payment window); parallel runs a set's
@@ -82,6 +83,7 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.lockWait, "lock-wait", time.Second, "passed to the instances: how long the lock strategy waits for a buyer's lock")
 	c.locks.register(fs, true)
 	c.rules.register(fs)
+	c.crowd.register(fs)
 	c.backends.register(fs)
 }
 
@@ -117,6 +119,9 @@ func splitList(s string) []string {
 }
 
 func (c *benchConfig) validate() error {
+	if c.crowd.on() && c.requests != 0 {
+		return errors.New("--requests does not apply with --bots or --admission: each person clicks once, each bot until it buys or hears sold_out")
+	}
 	if c.requests == 0 {
 		c.requests = 3 * c.users
 	}
@@ -141,6 +146,9 @@ func (c *benchConfig) validate() error {
 		return err
 	}
 	if err := c.rules.validate(c.stock, c.targets != ""); err != nil {
+		return err
+	}
+	if err := c.crowd.validate(c); err != nil {
 		return err
 	}
 	if err := c.locks.validate(slices.Contains(names, "stocklock")); err != nil {
@@ -320,6 +328,7 @@ func (c benchConfig) setup() lab.Setup {
 		Stock: c.stock, Shards: max(c.shards, 1), Users: c.users, Requests: c.requests, DoubleClicks: c.doubles, Seed: c.seed,
 		Concurrency: c.concurrency, Rate: c.rate, Machine: lab.Machine()}
 	c.rules.describe(&s)
+	c.crowd.describe(&s)
 	if c.targets != "" {
 		s.Instances, s.RaceWindow = len(s.Targets), "" // the running servers' own
 	}

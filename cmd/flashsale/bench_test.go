@@ -33,6 +33,14 @@ func buildFlashsale(t *testing.T) string {
 // MariaDB database, and returns its stdout and its --json document.
 func benchOnServers(t *testing.T, args ...string) (string, []byte) {
 	t.Helper()
+	stdout, raw, _ := benchOnServersDB(t, args...)
+	return stdout, raw
+}
+
+// benchOnServersDB is benchOnServers, which also returns the database's
+// URL, for a test to read what the sale left there.
+func benchOnServersDB(t *testing.T, args ...string) (string, []byte, string) {
+	t.Helper()
 	bin := buildFlashsale(t)
 	dbURL := testenv.MySQLURL(t)
 	_, prefix := testenv.Redis(t) // the service's keys, deleted when the test ends
@@ -50,7 +58,7 @@ func benchOnServers(t *testing.T, args ...string) (string, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return stdout.String(), raw
+	return stdout.String(), raw, dbURL
 }
 
 // TestBenchOnRealServers runs a small bench of conditional and async with
@@ -158,6 +166,11 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"a window of part of a second", []string{"--payment-window", "1500ms"}, "--payment-window must be whole seconds"},
 		{"ratios past 1", []string{"--payment-window", "2s", "--pay-ratio", "0.8", "--cancel-ratio", "0.3"}, "their sum at most 1"},
 		{"only unsafe strategies with a window", []string{"--strategy", "naive,mutex", "--payment-window", "2s"}, "names only unsafe strategies"},
+		{"an unknown admission", []string{"--admission", "lottery"}, `--admission must be "open", "queue" or both`},
+		{"an unknown admission beside a known one", []string{"--admission", "open,lottery"}, `--admission must be "open", "queue" or both`},
+		{"bots at no rate", []string{"--bots", "5", "--bot-rate", "0"}, "--bot-rate must be positive"},
+		{"bots with a payment window", []string{"--bots", "5", "--payment-window", "2s"}, "without --payment-window or --rate"},
+		{"bots with requests", []string{"--bots", "5", "--requests", "3000"}, "--requests does not apply with --bots"},
 		{"a window on targets without their payment secret", []string{"--target", "http://127.0.0.1:1", "--strategy", "async", "--jwt-secret", "s",
 			"--admin-token", "a", "--redis", "redis://127.0.0.1:1/0", "--db", "mysql://root@127.0.0.1:1/x", "--payment-window", "2s"}, "give --payment-secret-file"},
 	}

@@ -34,7 +34,7 @@ func (r *benchRules) register(fs *flag.FlagSet) {
 	fs.DurationVar(&r.window, "payment-window", 0, "the voucher's payment window, in whole seconds (0: none): buyers pay, cancel or let their orders expire, and the buyers without an order keep trying until every unit is paid")
 	fs.Float64Var(&r.pay, "pay-ratio", 0.7, "with --payment-window: the share of accepted orders paid (signed webhook, after a think time within the window)")
 	fs.Float64Var(&r.cancel, "cancel-ratio", 0.1, "with --payment-window: the share of accepted orders their buyers cancel; the rest are never paid and expire")
-	fs.DurationVar(&r.saleFor, "sale-duration", time.Minute, "with --payment-window: how long the voucher is on sale, so how long buyers keep trying for the units that come back")
+	fs.DurationVar(&r.saleFor, "sale-duration", time.Minute, "with --payment-window: how long the voucher is on sale, so how long buyers keep trying for the units that come back; with --bots or --admission: how long it is on sale after the start")
 	fs.StringVar(&r.payments.file, "payment-secret-file", "", "with --target and --payment-window: the servers' --payment-secret-file, to sign the buyers' payments")
 }
 

@@ -42,14 +42,21 @@ func (fl *fleets) runAll(ctx context.Context, authn *auth.Authenticator, log *sl
 		errs []error
 	)
 	for _, name := range restrictedRuns(&fl.cfg.rules, fl.cfg.strategyList(), fl.cfg.locks.kinds) {
-		row, shown, err := fl.runOne(ctx, name, authn, log, func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) })
-		if err != nil {
-			errs = append(errs, err)
+		for _, adm := range fl.cfg.crowd.admissions() {
+			one := *fl // a run of each admission --admission lists
+			one.cfg.crowd.admission = adm
+			row, shown, err := one.runOne(ctx, name, authn, log, func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) })
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if !shown {
+				return rows, errors.Join(errs...) // the run broke off
+			}
+			if len(fl.cfg.crowd.admissions()) > 1 {
+				row.Strategy += " " + adm
+			}
+			rows = append(rows, row)
 		}
-		if !shown {
-			return rows, errors.Join(errs...) // the run broke off
-		}
-		rows = append(rows, row)
 	}
 	return rows, errors.Join(errs...)
 }
@@ -68,6 +75,7 @@ func (fl *fleets) runOne(ctx context.Context, name string, authn *auth.Authentic
 		Concurrency: cfg.concurrency, Rate: cfg.rate, Timeout: cfg.timeout, DrainTimeout: cfg.drain, Progress: progress,
 	}
 	cfg.rules.apply(sale, fl.paymentSecret)
+	cfg.crowd.apply(sale, cfg.rules.saleFor)
 	log.Info("run starting", "strategy", name, "targets", strings.Join(f.urls, ","))
 	row, err := sale.Run(ctx)
 	log.Info("run ended", "strategy", name, "voucher", row.VoucherID, "requests", row.Requests, "errors", row.Errors, "err", err)
@@ -95,6 +103,10 @@ func printRuns(stdout io.Writer, rows []lab.Row, wide bool) error {
 	if !wide && slices.ContainsFunc(rows, func(r lab.Row) bool { return r.Lifecycle != nil }) {
 		fmt.Fprintln(stdout)
 		err = errors.Join(err, lab.WriteLifecycleTable(stdout, rows))
+	}
+	if slices.ContainsFunc(rows, func(r lab.Row) bool { return r.Crowd != nil }) {
+		fmt.Fprintln(stdout)
+		err = errors.Join(err, lab.WriteCrowdTable(stdout, rows))
 	}
 	fmt.Fprintln(stdout)
 	for _, v := range lab.Verdicts(rows) {

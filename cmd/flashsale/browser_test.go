@@ -189,3 +189,41 @@ func checkChart(t *testing.T, dom string) {
 		t.Errorf("MySQL's stock line (at %d) is not drawn before Redis's (at %d)", mysql, redis)
 	}
 }
+
+// TestDashboardQueueBrowser opens the dashboard in headless Chromium on a
+// queue voucher three buyers joined before its start: the waiting room's
+// cards show 3 waiting, none admitted of the voucher's 5/s, and the ETA
+// of a ticket joining now; an open voucher shows no waiting room.
+func TestDashboardQueueBrowser(t *testing.T) {
+	_, prefix := testenv.Redis(t)
+	url, _ := startServe(t, "--strategy", "async", "--redis", "redis://"+testenv.RedisAddr()+"/0", "--redis-prefix", prefix,
+		"--db", testenv.MySQLURL(t))
+	now := time.Now()
+	create := func(title, more string) string {
+		var v struct{ ID string }
+		body := fmt.Sprintf(`{"title":%q,"stock":10,"begin_time":%q,"end_time":%q%s}`, title,
+			now.Add(time.Hour).UTC().Format(time.RFC3339), now.Add(2*time.Hour).UTC().Format(time.RFC3339), more)
+		if code := call(t, "POST", url+"/api/vouchers", serveAdmin, body, &v); code != http.StatusCreated {
+			t.Fatalf("create voucher %s: %d", title, code)
+		}
+		return v.ID
+	}
+	queued, open := create("Queued", `,"admission":"queue","admit_per_second":5`), create("Open", "")
+	for u := range int64(3) {
+		if code := call(t, "POST", url+"/api/vouchers/"+queued+"/queue", userToken(t, u+1), "", nil); code != http.StatusOK {
+			t.Fatalf("join the queue as user %d: %d", u+1, code)
+		}
+	}
+	dom := string(chromium(t, url+"/dashboard?voucher="+queued, "--dump-dom"))
+	for _, want := range []string{`<div class="cards queue" id="queue">`, `id="queue-waiting">3<`, `id="queue-rate">0 of 5<`,
+		`id="queue-admitted">0<`, `id="queue-eta">1<`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the queue voucher's dashboard has no %s:\n%s", want, dom)
+		}
+	}
+	screenshot(t, url+"/dashboard?voucher="+queued, "dashboard-queue.png")
+	dom = string(chromium(t, url+"/dashboard?voucher="+open, "--dump-dom"))
+	if !strings.Contains(dom, `<div class="cards queue" id="queue" hidden="">`) {
+		t.Errorf("the open voucher's dashboard shows a waiting room:\n%s", dom)
+	}
+}

@@ -29,7 +29,8 @@ type consumerFlags struct {
 	measure func(consume.Persister) consume.Persister
 	retire  time.Duration
 	// durability is consume's own: how durably its expirer's returns are
-	// put back (serve registers its own, for the gate too).
+	// put back, and with replica, what the consumer may persist (serve
+	// registers its own, for the gate too).
 	durability durabilityFlags
 }
 
@@ -77,8 +78,10 @@ func (f *consumerFlags) retireAfter() time.Duration {
 	return f.retire
 }
 
-func (f *consumerFlags) new(b *backends, log *slog.Logger) *consume.Consumer {
-	return consume.New(b.redis, f.persister(b), consume.Config{
+// new returns the consumer; with durability replica (d: serve's flags, or
+// consume's own) it persists only what the replicas have.
+func (f *consumerFlags) new(b *backends, d async.DurabilityConfig, log *slog.Logger) *consume.Consumer {
+	cfg := consume.Config{
 		Prefix:        b.prefix,
 		Name:          f.name,
 		BatchSize:     f.batch,
@@ -88,7 +91,11 @@ func (f *consumerFlags) new(b *backends, log *slog.Logger) *consume.Consumer {
 		RetireAfter:   f.retireAfter(),
 		Audit:         b.db,
 		Logger:        log,
-	})
+	}
+	if d.Mode == async.DurabilityReplica {
+		cfg.MinReplicas, cfg.ReplicaTimeout = d.MinReplicas, d.ReplicaTimeout
+	}
+	return consume.New(b.redis, f.persister(b), cfg)
 }
 
 func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
@@ -109,7 +116,8 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 		ShortUsage: "flashsale consume --redis URL --db URL [flags]",
 		ShortHelp:  "persist async orders to MySQL, expire unpaid ones (no HTTP)",
 		LongHelp: "Persists the orders the async gate accepted, and, as every serve does, expires orders past their pay_by " +
-			"and puts their units back into the gate's stock (--durability says how durably, as serve's does).",
+			"and puts their units back into the gate's stock (--durability says how durably, as serve's does). " +
+			"With --durability replica it persists only orders --min-replicas replicas have (as serve --consume does).",
 		FlagSet: fs,
 		Options: envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
@@ -139,7 +147,7 @@ func runConsumer(ctx context.Context, bf backendFlags, cf consumerFlags, metrics
 		defer stopMetrics(srv)
 		cf.measure = m.Persister
 	}
-	c := cf.new(b, log)
+	c := cf.new(b, cf.durability.config(), log)
 	if m != nil {
 		m.WatchConsumer(c)
 	}

@@ -178,31 +178,8 @@ func (r *saleRig) buy(s *sale, users []int64, targets func() []string, trigger i
 				}
 				for range 2 {
 					ts := targets()
-					url := ts[int(seq.Add(1))%len(ts)]
-					var out struct {
-						OrderID string `json:"order_id"`
-						Error   struct{ Code, Message string }
-					}
-					req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/vouchers/%d/orders", url, r.voucher), nil)
-					req.Header.Set("Authorization", "Bearer "+tok)
-					res, err := r.client.Do(req)
+					r.click(s, u, tok, ts[int(seq.Add(1))%len(ts)])
 					s.mu.Lock()
-					if err != nil {
-						s.failures++
-						s.mu.Unlock()
-						continue
-					}
-					derr := json.NewDecoder(res.Body).Decode(&out)
-					res.Body.Close()
-					if res.StatusCode == http.StatusOK && derr == nil {
-						id, _ := strconv.ParseInt(out.OrderID, 10, 64)
-						s.accepted[id] = u
-					} else {
-						s.codes[out.Error.Code]++
-						if id := namedOrder(out.Error.Message); out.Error.Code == flashsale.EDuplicateOrder && id != 0 && s.named != nil {
-							s.named[id] = u
-						}
-					}
 					n := len(s.accepted)
 					s.mu.Unlock()
 					if n >= trigger && after != nil {
@@ -217,6 +194,36 @@ func (r *saleRig) buy(s *sale, users []int64, targets func() []string, trigger i
 	}
 	close(jobs)
 	wg.Wait()
+}
+
+// click sends one order of user u to the server at url and records the
+// answer in s; it returns the status (0: a transport error).
+func (r *saleRig) click(s *sale, u int64, tok, url string) int {
+	var out struct {
+		OrderID string `json:"order_id"`
+		Error   struct{ Code, Message string }
+	}
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/vouchers/%d/orders", url, r.voucher), nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err := r.client.Do(req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.failures++
+		return 0
+	}
+	derr := json.NewDecoder(res.Body).Decode(&out)
+	res.Body.Close()
+	if res.StatusCode == http.StatusOK && derr == nil {
+		id, _ := strconv.ParseInt(out.OrderID, 10, 64)
+		s.accepted[id] = u
+	} else {
+		s.codes[out.Error.Code]++
+		if id := namedOrder(out.Error.Message); out.Error.Code == flashsale.EDuplicateOrder && id != 0 && s.named != nil {
+			s.named[id] = u
+		}
+	}
+	return res.StatusCode
 }
 
 // liveTargets are the servers the buyers send to, changed mid-sale.

@@ -116,6 +116,9 @@ func (fl *fleets) serveArgs(run string) []string {
 	if fl.paymentFile != "" {
 		locks = append(locks, "--payment-secret-file", fl.paymentFile)
 	}
+	if fl.cfg.crowd.on() {
+		locks = append(locks, "--trust-proxy") // the crowd's X-Forwarded-For: an address per account
+	}
 	return append(locks,
 		"--addr", "127.0.0.1:0",
 		"--strategy", strategy,

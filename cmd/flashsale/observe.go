@@ -26,6 +26,7 @@ type observer struct {
 	done    chan struct{}
 	srv     *http.Server // --metrics-addr, or nil
 	addr    string       // where srv listens
+	queues  dashboard.Queues
 }
 
 // newObserver starts the sampler and, with cfg.metricsAddr, the metrics
@@ -60,6 +61,13 @@ func (o *observer) watch(svc *services) {
 	if svc.locks != nil {
 		o.m.WatchLocks(svc.locks)
 	}
+	if svc.queue != nil {
+		o.queues = svc.queue // the dashboard's waiting rooms
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := o.stop
+		o.stop = func() { cancel(); stop() }
+		o.m.WatchQueue(ctx, svc.queue, nil)
+	}
 }
 
 // dashboardPath is the dashboard's page, where GET / leads.
@@ -74,7 +82,7 @@ func (o *observer) handler(api http.Handler, authn *auth.Authenticator) http.Han
 	d := &dashboard.Dashboard{Sampler: o.sampler, Live: o.m.Live(), IsAdmin: func(r *http.Request) bool {
 		tok, err := auth.BearerToken(r.Header.Get("Authorization"))
 		return err == nil && authn.IsAdmin(tok)
-	}}
+	}, Queues: o.queues}
 	d.Register(mux)
 	if o.srv == nil {
 		mux.Handle(metrics.Route, o.m.Handler())

@@ -42,6 +42,7 @@ type serveConfig struct {
 	locks       lockFlags // stocklock.go
 	payments    paymentFlags
 	expireEvery time.Duration
+	admission   admissionFlags // admission.go
 }
 
 // strategyEntry is one value of --strategy: how serve builds it.
@@ -119,6 +120,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics and /debug/pprof on this address (default: /metrics on --addr, no pprof)")
 	fs.DurationVar(&c.expireEvery, "expire-every", 100*time.Millisecond, "how often to expire orders past their pay_by and put their units back on sale (every instance does; each order expires once)")
 	c.payments.register(fs)
+	c.admission.register(fs)
 	c.backends.register(fs)
 	c.consumer.register(fs)
 	c.durability.register(fs)
@@ -143,6 +145,9 @@ func (c *serveConfig) validate() error {
 		return errors.New("--expire-every must be positive")
 	}
 	if _, err := c.payments.secret(); err != nil {
+		return err
+	}
+	if err := c.admission.validate(); err != nil {
 		return err
 	}
 	if c.strategy != "async" && c.durability.mode != string(async.DurabilityMemory) {
@@ -284,6 +289,7 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		TrustProxy: cfg.trustProxy,
 		Ready:      svc.ready,
 		Logger:     log,
+		Admission:  svc.queue,
 
 		PaymentSecret: paymentSecret,
 	}

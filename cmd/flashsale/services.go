@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/admission"
 	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/httpapi"
@@ -33,6 +34,9 @@ func runBackground(svc *services, cfg serveConfig) func() {
 	if svc.consumer != nil && cfg.consume {
 		wg.Go(func() { _ = svc.consumer.Run(ctx) })
 	}
+	if svc.queue != nil {
+		wg.Go(func() { _ = svc.queue.Run(ctx) })
+	}
 	return func() { cancel(); wg.Wait() }
 }
 
@@ -45,6 +49,7 @@ type services struct {
 	observeLag func(time.Duration) // observe.go
 	consumer   *consume.Consumer   // async only
 	locks      *lock.Client        // the lock strategy only
+	queue      *admission.Queue    // the waiting room of queue vouchers
 	ready      httpapi.ReadyFunc
 	close      func()
 	// hashTag places a buyer's idempotency keys (async: in its shard).
@@ -61,7 +66,13 @@ func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, err
 	if err != nil {
 		return nil, err
 	}
-	svc.orders = idempotency.Wrap(svc.orders, b.redis, idempotency.Config{Prefix: b.prefix, HashTag: svc.hashTag})
+	if svc.queue, err = newQueue(cfg, b); err != nil { // admission.go
+		svc.close()
+		return nil, err
+	}
+	// The pass is checked inside idempotency: a retry of an accepted order
+	// gets its answer without a second pass.
+	svc.orders = idempotency.Wrap(admission.Wrap(svc.orders, svc.queue), b.redis, idempotency.Config{Prefix: b.prefix, HashTag: svc.hashTag})
 	return svc, nil
 }
 
@@ -104,7 +115,7 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.WatchReturns(ctx) })
 	stopWatch := func() { stopEpoch(); cancel(); wg.Wait() }
-	return &services{vouchers: svc, orders: svc, life: acfg.Lifecycle, consumer: cfg.consumer.new(b, log), ready: ready, close: stopWatch,
+	return &services{vouchers: svc, orders: svc, life: acfg.Lifecycle, consumer: cfg.consumer.new(b, acfg.Durability, log), ready: ready, close: stopWatch,
 		hashTag: svc.BuyerHashTag}, nil
 }
 

@@ -104,6 +104,7 @@ function showVoucher(s) {
   const keys = Object.keys(s.rates.refused).filter((k) => s.rates.refused[k] > 0);
   if (!keys.length) reasons.append(el("li", "none", "none"));
   for (const k of keys) reasons.append(el("li", "", `${k}: ${num(s.rates.refused[k])}/s`));
+  showQueue(s.queue);
   $("ops").hidden = !s.admin;
   if (s.admin) {
     $("backlog").textContent = num(v.backlog);
@@ -119,6 +120,16 @@ function showVoucher(s) {
   // complete one.
   const now = s.seconds.length ? s.seconds[s.seconds.length - 1].t + 1 : Date.now() / 1000;
   drawChart($("chart"), s, now, num);
+}
+
+// showQueue shows a queue voucher's waiting room; an open voucher has none.
+function showQueue(q) {
+  $("queue").hidden = !q;
+  if (!q) return;
+  $("queue-waiting").textContent = num(q.waiting);
+  $("queue-rate").textContent = `${num(q.admitted_per_second)} of ${num(q.admit_per_second)}`;
+  $("queue-admitted").textContent = num(q.admitted);
+  $("queue-eta").textContent = q.waiting ? num(q.eta_seconds) : "–";
 }
 
 function status(ok, text) {

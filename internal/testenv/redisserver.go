@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,7 +26,9 @@ import (
 // (which Sentinel or CONFIG REWRITE may have changed), so an AOF survives.
 type RedisServer struct {
 	dir  string
+	host string // the address it listens on: 127.0.0.1, or its NetNode's
 	port int
+	nn   *NetNode // the network namespace it runs in; nil: the test's own
 	conf string   // path of the config file
 	args []string // after the config file, e.g. --sentinel
 	// owner fails the test when Start cannot bring the server up; a shared
@@ -117,13 +118,17 @@ func newServer(t testing.TB, dir string, port int, confName string, c serverConf
 	if err := os.WriteFile(conf, []byte(b.String()), 0o644); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	s := &RedisServer{dir: dir, port: port, conf: conf, args: args}
+	s := &RedisServer{dir: dir, host: "127.0.0.1", port: port, conf: conf, args: args}
 	s.owner.Store(&t)
 	return s
 }
 
-// Addr returns the server's address, 127.0.0.1:port.
-func (s *RedisServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+// Addr returns the server's address, 127.0.0.1:port (or its NetNode's
+// address and port).
+func (s *RedisServer) Addr() string { return fmt.Sprintf("%s:%d", s.host, s.port) }
+
+// NetNode returns the network namespace the server runs in, or nil.
+func (s *RedisServer) NetNode() *NetNode { return s.nn }
 
 // URL returns the server as a redis:// URL (database 0), as --redis takes it.
 func (s *RedisServer) URL() string { return "redis://" + s.Addr() + "/0" }
@@ -180,7 +185,7 @@ func (s *RedisServer) start() error {
 	if s.proc != nil {
 		return errors.New("already running")
 	}
-	cmd := exec.Command("redis-server", append([]string{s.conf}, s.args...)...)
+	cmd := s.nn.Command("redis-server", append([]string{s.conf}, s.args...)...)
 	cmd.Dir = s.dir
 	// redis-server logs to its logfile; what it prints before it opens the
 	// log (a bad config) goes to stderr.log.

@@ -1,10 +1,12 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,63 +15,107 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// SentinelSet is a private primary, its replica and three Sentinels
-// watching them (quorum 2, the primary is down after 2s unanswered), owned
-// by one test: every process is killed when the test ends.
+// SentinelSet is a private primary, its replicas and three Sentinels
+// watching them (quorum 2), owned by one test: every process is killed
+// when the test ends.
 type SentinelSet struct {
 	name      string
-	nodes     [2]*RedisServer // the data nodes; which is primary changes
+	nodes     []*RedisServer // the data nodes; which is primary changes
 	sentinels [3]*RedisServer
+	net       *Net // nil: on 127.0.0.1
 }
 
 // Sentinel timings: fast enough for tests, slow enough that a loaded
-// machine does not see a healthy primary as down.
+// machine does not see a healthy primary as down. A set on a Net (the
+// partition tests) is faster: its tests wait for failovers they cause.
 const (
 	sentinelDownAfter       = "2000"
 	sentinelFailoverTimeout = "5000"
+	netDownAfter            = "1500"
+	netFailoverTimeout      = "4000"
 )
 
 // StartSentinelSet starts a primary, a replica of it and three Sentinels
-// monitoring it under a unique master name, and waits until every
-// Sentinel knows the replica and the other Sentinels (a failover is
-// possible) and the replica has finished its first sync. opts apply to
-// both data nodes.
+// monitoring it under a unique master name (the primary is down after 2s
+// unanswered), and waits until every Sentinel knows the replica and the
+// other Sentinels (a failover is possible) and the replica has finished
+// its first sync. opts apply to both data nodes.
 func StartSentinelSet(t testing.TB, opts ...ServerOption) *SentinelSet {
+	t.Helper()
+	return startSentinelSet(t, nil, 1, opts)
+}
+
+// StartNetSentinelSet is StartSentinelSet with that many replicas and
+// every process in a namespace of its own on n (nodes redis0, redis1…,
+// sentinel0…; redis on port 6379, Sentinels on 26379), down after 1.5s.
+func StartNetSentinelSet(t testing.TB, n *Net, replicas int, opts ...ServerOption) *SentinelSet {
+	t.Helper()
+	return startSentinelSet(t, n, replicas, opts)
+}
+
+func startSentinelSet(t testing.TB, n *Net, replicas int, opts []ServerOption) *SentinelSet {
 	t.Helper()
 	// The wait for the sync matters: a replica in its first sync (which
 	// takes repl-diskless-sync-delay, 5s, and more) reports
 	// master_link_down_since_seconds:-1, which Sentinel (7.0) takes as a
 	// healthy link, so a primary killed then is replaced by an empty
 	// replica.
-	s := &SentinelSet{name: "fs-" + Unique()}
-	for i := range s.nodes {
-		var base []ServerOption
-		if i == 1 {
-			base = []ServerOption{WithConfig("replicaof", "127.0.0.1 "+strconv.Itoa(s.nodes[0].port))}
+	s := &SentinelSet{name: "fs-" + Unique(), net: n}
+	downAfter, failoverTimeout := sentinelDownAfter, sentinelFailoverTimeout
+	if n != nil {
+		downAfter, failoverTimeout = netDownAfter, netFailoverTimeout
+	}
+	for i := range 1 + replicas {
+		nn, port, base := s.place(t, fmt.Sprintf("redis%d", i), 6379)
+		if i > 0 {
+			base = append(base, WithConfig("replicaof", s.nodes[0].host+" "+strconv.Itoa(s.nodes[0].port)))
 		}
-		s.nodes[i] = newRedisServer(t, t.TempDir(), base, nil, opts)
-		t.Cleanup(s.nodes[i].kill)
-		s.nodes[i].Start()
+		node := newRedisServer(t, t.TempDir(), base, []int{port}, opts)
+		node.place(nn)
+		s.nodes = append(s.nodes, node)
+		t.Cleanup(node.kill)
+		node.Start()
 	}
 	for i := range s.sentinels {
-		port := redisPort(t)
+		nn, port, _ := s.place(t, fmt.Sprintf("sentinel%d", i), 26379)
 		dir := t.TempDir()
 		var c serverConfig
 		c.set("port", fmt.Sprint(port))
-		c.set("bind", "127.0.0.1")
+		c.set("bind", cmp.Or(nn.ip(), "127.0.0.1"))
 		c.set("dir", dir)
 		c.set("logfile", filepath.Join(dir, "redis.log"))
-		c.set("sentinel monitor", fmt.Sprintf("%s 127.0.0.1 %d 2", s.name, s.nodes[0].port))
-		c.set("sentinel down-after-milliseconds", s.name+" "+sentinelDownAfter)
-		c.set("sentinel failover-timeout", s.name+" "+sentinelFailoverTimeout)
+		if nn != nil {
+			netServerOptions(nn)[1](&c)
+		}
+		c.set("sentinel monitor", fmt.Sprintf("%s %s 2", s.name, strings.Replace(s.nodes[0].Addr(), ":", " ", 1)))
+		c.set("sentinel down-after-milliseconds", s.name+" "+downAfter)
+		c.set("sentinel failover-timeout", s.name+" "+failoverTimeout)
 		c.set("sentinel parallel-syncs", s.name+" 1")
 		s.sentinels[i] = newServer(t, dir, port, "sentinel.conf", c, []string{"--sentinel"})
+		s.sentinels[i].place(nn)
 		t.Cleanup(s.sentinels[i].kill)
 		s.sentinels[i].Start()
 	}
 	s.waitDiscovered(t)
 	s.WaitReplicaSync(t)
 	return s
+}
+
+// place returns where a process of the set runs: on 127.0.0.1 on a free
+// port, or in a new namespace of the set's Net on port.
+func (s *SentinelSet) place(t testing.TB, name string, port int) (*NetNode, int, []ServerOption) {
+	if s.net == nil {
+		return nil, redisPort(t), nil
+	}
+	nn := s.net.Node(name)
+	return nn, port, netServerOptions(nn)
+}
+
+// place moves the server, not started, into the namespace nn (nil: none).
+func (s *RedisServer) place(nn *NetNode) {
+	if nn != nil {
+		s.nn, s.host = nn, nn.IP
+	}
 }
 
 // waitDiscovered waits until every Sentinel sees the replica and the two
@@ -82,7 +128,7 @@ func (s *SentinelSet) waitDiscovered(t testing.TB) {
 			if err != nil {
 				return fmt.Errorf("%s: %w", sn.Addr(), err)
 			}
-			if m["num-slaves"] != "1" || m["num-other-sentinels"] != "2" {
+			if m["num-slaves"] != strconv.Itoa(len(s.nodes)-1) || m["num-other-sentinels"] != "2" {
 				return fmt.Errorf("%s sees %s replicas and %s other sentinels", sn.Addr(), m["num-slaves"], m["num-other-sentinels"])
 			}
 		}
@@ -150,12 +196,19 @@ func (s *SentinelSet) Primary() *RedisServer {
 	return nil
 }
 
-// Replica returns the data node that is not the primary.
-func (s *SentinelSet) Replica() *RedisServer {
-	if p := s.Primary(); p == s.nodes[0] {
-		return s.nodes[1]
+// Replica returns a data node that is not the primary (the first).
+func (s *SentinelSet) Replica() *RedisServer { return s.Replicas()[0] }
+
+// Replicas returns the data nodes that are not the primary.
+func (s *SentinelSet) Replicas() []*RedisServer {
+	p := s.Primary()
+	var rs []*RedisServer
+	for _, n := range s.nodes {
+		if n != p {
+			rs = append(rs, n)
+		}
 	}
-	return s.nodes[0]
+	return rs
 }
 
 // KillPrimary kills the current primary with SIGKILL and returns it; Start
@@ -205,11 +258,46 @@ func (s *SentinelSet) WaitFailover(t testing.TB, old string, timeout time.Durati
 	return primary
 }
 
-// WaitReplicaSync waits until the replica is connected to the primary and
-// has everything the primary had written when it was called.
+// WaitPromoted waits until a majority of the Sentinels (two) report a
+// primary other than old and that node answers ROLE as master, as during
+// a partition that leaves a Sentinel with the old primary; it returns the
+// new primary's address.
+func (s *SentinelSet) WaitPromoted(t testing.TB, old string, timeout time.Duration) string {
+	t.Helper()
+	var primary string
+	waitFor(t, timeout, "a majority of Sentinels to promote a replica instead of "+old, func(ctx context.Context) error {
+		votes := map[string]int{}
+		for _, sn := range s.sentinels {
+			if addr, err := s.reportedPrimary(ctx, sn); err == nil && addr != old {
+				votes[addr]++
+			}
+		}
+		primary = ""
+		for addr, n := range votes {
+			if n >= 2 {
+				primary = addr
+			}
+		}
+		if primary == "" {
+			return fmt.Errorf("reported instead of %s: %v", old, votes)
+		}
+		role, err := s.node(t, primary).do(ctx, "ROLE").ToArray()
+		if err != nil {
+			return err
+		}
+		if r, _ := role[0].ToString(); r != "master" {
+			return fmt.Errorf("%s is %s", primary, r)
+		}
+		return nil
+	}, s.logs)
+	return primary
+}
+
+// WaitReplicaSync waits until every replica is connected to the primary
+// and has everything the primary had written when it was called.
 func (s *SentinelSet) WaitReplicaSync(t testing.TB) {
 	t.Helper()
-	p, r := s.Primary(), s.Replica()
+	p := s.Primary()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	pi, err := p.info(ctx, "replication")
 	cancel()
@@ -217,20 +305,22 @@ func (s *SentinelSet) WaitReplicaSync(t testing.TB) {
 		t.Fatalf("testenv: INFO replication on the primary %s: %v", p.Addr(), err)
 	}
 	want, _ := strconv.ParseInt(pi["master_repl_offset"], 10, 64)
-	waitFor(t, startTimeout, "the replica to catch up", func(ctx context.Context) error {
-		ri, err := r.info(ctx, "replication")
-		if err != nil {
-			return err
-		}
-		if ri["master_link_status"] != "up" || ri["master_port"] != strconv.Itoa(p.port) {
-			return fmt.Errorf("%s: link to %s:%s %s", r.Addr(), ri["master_host"], ri["master_port"], ri["master_link_status"])
-		}
-		got, _ := strconv.ParseInt(ri["slave_repl_offset"], 10, 64)
-		if got < want {
-			return fmt.Errorf("%s at offset %d, primary at %d", r.Addr(), got, want)
-		}
-		return nil
-	}, s.logs)
+	for _, r := range s.Replicas() {
+		waitFor(t, startTimeout, "the replica to catch up", func(ctx context.Context) error {
+			ri, err := r.info(ctx, "replication")
+			if err != nil {
+				return err
+			}
+			if ri["master_link_status"] != "up" || ri["master_host"]+":"+ri["master_port"] != p.Addr() {
+				return fmt.Errorf("%s: link to %s:%s %s", r.Addr(), ri["master_host"], ri["master_port"], ri["master_link_status"])
+			}
+			got, _ := strconv.ParseInt(ri["slave_repl_offset"], 10, 64)
+			if got < want {
+				return fmt.Errorf("%s at offset %d, primary at %d", r.Addr(), got, want)
+			}
+			return nil
+		}, s.logs)
+	}
 }
 
 // linkedToPrimary reports whether the Sentinel sn has a live link to the
@@ -279,7 +369,7 @@ func (s *SentinelSet) node(t testing.TB, addr string) *RedisServer {
 // logs returns the log tails of every process of the set.
 func (s *SentinelSet) logs() string {
 	var b strings.Builder
-	for _, n := range append(s.nodes[:], s.sentinels[:]...) {
+	for _, n := range append(slices.Clone(s.nodes), s.sentinels[:]...) {
 		b.WriteString(n.LogTail(15))
 	}
 	return b.String()
