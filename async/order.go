@@ -55,7 +55,7 @@ func (s *Service) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*
 			return nil, err
 		}
 	}
-	id, err := s.cfg.OrderIDs.NextID(ctx)
+	id, err := s.orderID(ctx, l, req)
 	if err != nil {
 		return nil, unavailable("order id", err)
 	}
@@ -74,6 +74,28 @@ func (s *Service) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*
 		s.keep(req.VoucherID, l)
 	}
 	return o, err
+}
+
+// SlotIDGenerator is an IDGenerator whose IDs can carry a Redis Cluster
+// slot, as idgen.Slots': with one as Config.OrderIDs, an order's id
+// carries the slot of its shard, so its pointer and its id's range are
+// written on the shard's master (layout.Pointer).
+type SlotIDGenerator interface {
+	flashsale.IDGenerator
+	NextIDIn(ctx context.Context, slot int) (int64, error)
+}
+
+// orderID returns a new id for an order of req: in the slot of the
+// buyer's shard when Config.OrderIDs is a SlotIDGenerator.
+func (s *Service) orderID(ctx context.Context, l *local, req flashsale.OrderRequest) (int64, error) {
+	ids, ok := s.cfg.OrderIDs.(SlotIDGenerator)
+	if !ok {
+		return s.cfg.OrderIDs.NextID(ctx)
+	}
+	if l.shards != nil {
+		return ids.NextIDIn(ctx, l.shards[layout.HomeShard(req.UserID, len(l.shards))].Slot)
+	}
+	return ids.NextIDIn(ctx, l.slot)
 }
 
 // gateArgs returns the gate's ARGV for one order.

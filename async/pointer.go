@@ -21,9 +21,11 @@ import (
 // orders accepted while the previous batch was on its way go out together,
 // as one HSET per bucket followed by its PEXPIRE, in one round trip. A
 // bucket is a hash of the orders whose ids were allocated in the same 16
-// seconds (an id's upper bits are its second: layout.Pointer), so FindOrder
-// finds the bucket from the id alone and each command touches one key. A
-// bucket expires PointerTTL after its last write.
+// seconds for the same slot, in that slot (an id carries its second and
+// its shard's slot: layout.Pointer), so FindOrder finds the bucket from
+// the id alone, each command touches one key, and a sharded voucher's
+// pointers are written on its shards' masters. A bucket expires
+// PointerTTL after its last write.
 
 const (
 	// pointerWorkers bounds the batches in flight at once.

@@ -117,6 +117,7 @@ func Returns(client rueidis.Client, cfg Config) *returns.Restocker {
 // local is what an instance keeps about one voucher.
 type local struct {
 	gateKeys []string // meta, buyers, orders
+	slot     int      // the slot of gateKeys
 	// shards holds the keys of a sharded voucher's shards (shard.go); nil
 	// when it has one.
 	shards  []layout.VoucherKeys
@@ -142,7 +143,7 @@ type verdict struct {
 // newLocal returns the local state of a voucher.
 func newLocal(k layout.Keyspace, voucherID int64) *local {
 	vk := k.Voucher(voucherID)
-	return &local{gateKeys: vk.Gate(), syncKey: vk.Sync, levels: newLevels(1)}
+	return &local{gateKeys: vk.Gate(), syncKey: vk.Sync, slot: vk.Slot, levels: newLevels(1)}
 }
 
 // remember makes the instance refuse orders with code for ttl; for

@@ -215,3 +215,10 @@ func (s *Service) buyerKeys(ctx context.Context, voucherID, userID int64) layout
 	}
 	return s.keys.Shards(voucherID, v.ShardCount())[layout.HomeShard(userID, v.ShardCount())]
 }
+
+// BuyerHashTag returns the hash tag (without braces) of the shard that
+// holds a buyer of a voucher: "v<id>", or a shard's "v<id>.<n>". The
+// idempotency keys of the buyer's orders go there (idempotency.Config).
+func (s *Service) BuyerHashTag(ctx context.Context, voucherID, userID int64) string {
+	return "v" + s.buyerKeys(ctx, voucherID, userID).Body
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -23,7 +24,8 @@ const buyersChunk = 1000
 // CreateVoucher validates v, assigns its id, stores it in MySQL and loads
 // its stock and sale window into Redis, so it can be sold. If Redis cannot
 // be loaded, the MySQL row is deleted again and the error returned
-// (EUnavailable): a voucher is created in both or in neither.
+// (EUnavailable): a voucher is created in both or in neither. It takes up
+// to a second more when its shards' slots are new to the ID generator.
 func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error {
 	if err := v.Validate(); err != nil {
 		return err
@@ -44,7 +46,29 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 		return unavailable(fmt.Sprintf("create voucher %d: load into Redis (the voucher was not created)", v.ID), err)
 	}
 	s.statics.Store(v.ID, *v)
+	s.prepareIDs(ctx, v)
 	return nil
+}
+
+// prepareIDs takes an order id in each shard's slot, so that a slot new
+// to the ID generator waits for its first range (up to a second: a new
+// idgen hash) before the voucher is created rather than at its first
+// orders, which would all wait. A failure only logs: the first order
+// tries again.
+func (s *Service) prepareIDs(ctx context.Context, v *flashsale.Voucher) {
+	ids, ok := s.cfg.OrderIDs.(SlotIDGenerator)
+	if !ok {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, vk := range s.keys.Shards(v.ID, v.ShardCount()) {
+		wg.Go(func() {
+			if _, err := ids.NextIDIn(ctx, vk.Slot); err != nil {
+				s.log.Warn("async: preparing order ids", "voucher", v.ID, "slot", vk.Slot, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // undoCreate removes what a failed CreateVoucher wrote. The load script

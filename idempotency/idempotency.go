@@ -8,7 +8,8 @@
 // The first request claims the key in Redis, atomically, with a lease; the
 // others wait for its answer. An answer that says "try again" (busy,
 // unavailable, rate limited) is not kept: the retry runs anew. The key
-// lives under the voucher's hash tag, so it works on Redis Cluster. If the
+// lives under the voucher's hash tag (Config.HashTag: for async, the
+// buyer's shard's), so it works on Redis Cluster. If the
 // instance holding a key dies, its lease runs out and the next retry runs
 // anew; the order the dead instance may have placed carries the key, and
 // the strategies answer a request whose key placed an order with that
@@ -51,6 +52,10 @@ type Config struct {
 	// Wait bounds how long a request waits for another holding its key
 	// (default 10s); then it answers busy.
 	Wait time.Duration
+	// HashTag returns the hash tag (without braces) a buyer's keys of a
+	// voucher live under (default "v<voucher id>"): async's puts them in
+	// the buyer's shard of a sharded voucher.
+	HashTag func(ctx context.Context, voucherID, userID int64) string
 }
 
 // Orders is an OrderService whose PlaceOrder keeps answers by
@@ -86,7 +91,7 @@ func (s *Orders) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*f
 	if req.IdempotencyKey == "" {
 		return s.OrderService.PlaceOrder(ctx, req)
 	}
-	key := s.key(req)
+	key := s.key(ctx, req)
 	fp := strconv.Itoa(req.Units())
 	token := strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatUint(uint64(tokenSeq.Add(1)), 36)
 	deadline := time.Now().Add(s.cfg.Wait)
@@ -134,8 +139,12 @@ func (s *Orders) run(ctx context.Context, req flashsale.OrderRequest, key, fp, t
 }
 
 // key returns the Redis key of a request's idempotency key.
-func (s *Orders) key(req flashsale.OrderRequest) string {
-	return s.cfg.Prefix + "{v" + strconv.FormatInt(req.VoucherID, 10) + "}:idem:" + strconv.FormatInt(req.UserID, 10) + ":" + req.IdempotencyKey
+func (s *Orders) key(ctx context.Context, req flashsale.OrderRequest) string {
+	tag := "v" + strconv.FormatInt(req.VoucherID, 10)
+	if s.cfg.HashTag != nil {
+		tag = s.cfg.HashTag(ctx, req.VoucherID, req.UserID)
+	}
+	return s.cfg.Prefix + "{" + tag + "}:idem:" + strconv.FormatInt(req.UserID, 10) + ":" + req.IdempotencyKey
 }
 
 // keep reports whether an answer is kept for retries: all but those that

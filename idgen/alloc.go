@@ -55,6 +55,7 @@ func (g *Generator) allocate(ctx context.Context, floor position, restart bool) 
 		strconv.FormatInt(floor.ts, 10),
 		strconv.FormatInt(floor.seq, 10),
 		restartArg,
+		strconv.FormatInt(g.seqMax, 10),
 	}).AsIntSlice()
 	if err != nil {
 		return allocation{}, fmt.Errorf("%w: allocating a range: %w", ErrUnavailable, err)
@@ -73,6 +74,7 @@ func (g *Generator) allocate(ctx context.Context, floor position, restart bool) 
 // the script says so.
 func (g *Generator) fetch(ctx context.Context, floor position) (span, error) {
 	restart := g.floorFn == nil // nothing to look up first
+	own := floor                // where this process's ranges ended
 	// firstUse: the floor function knows no ID and this generator handed
 	// out none: a missing hash is a new install, not a lost one.
 	firstUse := false
@@ -92,13 +94,13 @@ func (g *Generator) fetch(ctx context.Context, floor position) (span, error) {
 			continue
 		case statusRestarted:
 			g.resets.Add(1)
-			g.logRestart(firstUse, a, floor)
+			g.logRestart(firstUse, a, floor, own)
 		}
 		if a.now < 0 || a.ts > MaxSeconds {
 			return span{}, fmt.Errorf("%w: second %d since %s", ErrTimeRange, a.now, g.epoch.Format(time.RFC3339))
 		}
 		if a.count > 0 {
-			return span{lo: compose(a.ts, a.start), hi: compose(a.ts, a.start+a.count)}, nil
+			return g.span(a.ts, a.start, a.count), nil
 		}
 		if a.wait > maxClockWait {
 			g.log.Warn("idgen: Redis's clock is behind the hash (it went back); waiting for it",
@@ -112,7 +114,13 @@ func (g *Generator) fetch(ctx context.Context, floor position) (span, error) {
 
 // logRestart tells of a hash created anew: on first use that is normal;
 // otherwise Redis lost it (a restart without persistence, an eviction).
-func (g *Generator) logRestart(firstUse bool, a allocation, floor position) {
+// A slotted Generator's first use of its slot is normal too, and only the
+// process's own earlier ranges (own) tell a loss from it.
+func (g *Generator) logRestart(firstUse bool, a allocation, floor, own position) {
+	if g.slotted && !firstUse && own == (position{}) {
+		g.log.Info("idgen: created the Redis hash of a slot (its first use)", "key", g.key, "second", a.ts)
+		return
+	}
 	if firstUse {
 		g.log.Info("idgen: created the Redis hash (first use: no ID handed out yet)", "key", g.key, "second", a.ts)
 		return
@@ -130,7 +138,7 @@ func (g *Generator) lookUpFloor(ctx context.Context, floor position) (position, 
 	if err != nil {
 		return floor, false, fmt.Errorf("%w: looking up the floor: %w", ErrUnavailable, err)
 	}
-	if p := past(id); id > 0 && p.after(floor) {
+	if p := g.past(id); id > 0 && p.after(floor) {
 		return p, true, nil
 	}
 	return floor, id > 0, nil

@@ -3,13 +3,14 @@
 -- KEYS[1]  the generator's hash: ts (seconds since the epoch) and seq (the
 --          next free sequence number in that second).
 -- ARGV[1]  the epoch, in Unix seconds.
--- ARGV[2]  n, the number of sequence numbers wanted (1 .. 2^32).
+-- ARGV[2]  n, the number of sequence numbers wanted (1 .. ARGV[6]).
 -- ARGV[3]  floor ts and
 -- ARGV[4]  floor seq: the range must start at or after this position. The
 --          caller passes the end of its own last range, and, when it asks
 --          for a restart, the position just past its high-water mark.
 -- ARGV[5]  "1" if a missing hash may be (re)created now, "0" if the caller
 --          wants to look its floor up first.
+-- ARGV[6]  the sequence numbers of one second (2^32; 2^17 for slotted IDs).
 --
 -- Returns {status, now, ts, start, count, wait}: status 0 = allocated,
 -- 1 = allocated after recreating a missing hash, 2 = the hash is missing and
@@ -24,7 +25,7 @@ local key = KEYS[1]
 local epoch = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local fts, fseq = tonumber(ARGV[3]), tonumber(ARGV[4])
-local seqSpace = 4294967296
+local seqSpace = tonumber(ARGV[6])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) - epoch

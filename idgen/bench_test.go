@@ -65,3 +65,39 @@ func BenchmarkSeedIncr(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ids/s")
 	b.ReportMetric(1000, "roundtrips/1000ids")
 }
+
+// BenchmarkSlotsNextIDIn is BenchmarkNextID for Slots (batch 1000): the
+// goroutines take IDs of one slot, or of three slots in turn (a voucher
+// of three shards), each slot from its own hash.
+func BenchmarkSlotsNextIDIn(b *testing.B) {
+	for _, slots := range []int{1, 3} {
+		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
+			c, prefix := testenv.Redis(b)
+			s := NewSlots(c, "order", WithPrefix(prefix), WithLogger(slog.New(slog.DiscardHandler)))
+			b.Cleanup(s.Close)
+			for slot := range slots { // create the hashes outside the timing
+				if _, err := s.NextIDIn(context.Background(), slot*5461); err != nil {
+					b.Fatal(err)
+				}
+			}
+			start := s.Stats()
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for i := 0; pb.Next(); i++ {
+					if _, err := s.NextIDIn(ctx, i%slots*5461); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			st := s.Stats()
+			ids := float64(st.IDs - start.IDs)
+			b.ReportMetric(ids/b.Elapsed().Seconds(), "ids/s")
+			b.ReportMetric(float64(st.RoundTrips-start.RoundTrips)*1000/ids, "roundtrips/1000ids")
+			b.ReportMetric(float64(st.Waits-start.Waits)*1000/ids, "waits/1000ids")
+		})
+	}
+}

@@ -1,6 +1,11 @@
 // Package idgen hands out globally unique, increasing 64-bit order IDs:
 // 31 bits of seconds since an epoch and a 32-bit sequence number within the
-// second.
+// second (New), or, slotted (Slots, WithSlot), a flag bit, the 31 bits of
+// seconds, a 17-bit sequence number and the 14-bit Redis Cluster slot the
+// ID was taken for: an ID then tells which slot its order's keys are in,
+// and each slot's IDs come from a hash in that slot, so no one key is hot
+// (see id.go for the layouts; Slots' IDs are unique and increase per
+// slot, and every slotted ID is above every plain one).
 //
 // Rather than INCR a Redis counter once per ID, a Generator
 // takes sequence numbers from Redis in ranges (one round trip per batch,
@@ -9,7 +14,8 @@
 // steady state. The second of an ID is the second, by Redis's clock, in
 // which its range was allocated, not the moment NextID returned it.
 //
-// All Generators sharing a name share one Redis hash, "<prefix>{<name>}",
+// All Generators sharing a name (and slot) share one Redis hash,
+// "<prefix>{<name>}" (slotted: "<prefix>{<tag of the slot>}:<name>"),
 // holding the second and the next sequence number. Ranges come out of it in
 // strictly increasing order, so IDs are unique across processes and
 // increase within each process. The hash is safe to lose (Redis restart,
@@ -18,8 +24,12 @@
 // clock and a floor (the caller's last ID and, with WithFloor, the largest
 // ID the system of record holds), so nothing allocated before the loss can
 // be allocated again. The price: after a loss, and on the first use of a
-// name, the new hash allocates nothing until the clock reaches its second
-// (under a second's wait, which the local ranges usually absorb).
+// name (for Slots: of a slot), the new hash allocates nothing until the
+// clock reaches its second (under a second's wait, which the local ranges
+// usually absorb). A slotted hash restarts past the whole second of the
+// floor ID, whose sequence number (another slot's) says nothing of its
+// own; a slot's second holds 2^17 IDs, and a hash that used them up waits
+// for the next second.
 //
 // Two holes remain. Redis's clock going back across a loss: ranges that
 // other processes hold unused, in seconds past the new clock and the floor,
@@ -41,6 +51,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/hashslot"
 	"github.com/redis/rueidis"
 )
 
@@ -71,6 +82,14 @@ func WithPrefix(prefix string) Option {
 // larger gaps: a process that stops leaves the rest of its ranges unused.
 func WithBatch(n int64) Option {
 	return func(g *Generator) { g.batch = min(max(n, 1), maxBatch) }
+}
+
+// WithSlot makes the Generator hand out slotted IDs carrying slot (0 ≤
+// slot < 16384, a Redis Cluster hash slot; see Slot): its hash is then
+// "<prefix>{<tag>}:<name>", in that slot, and a second holds 2^17 IDs.
+// Slots keeps one such Generator per slot.
+func WithSlot(slot int) Option {
+	return func(g *Generator) { g.slot = slot & slotMask; g.slotted = true }
 }
 
 // WithEpoch sets the epoch the 31 bits of seconds count from (default
@@ -123,6 +142,9 @@ type Generator struct {
 	epoch   time.Time
 	floorFn FloorFunc
 	log     *slog.Logger
+	slotted bool  // WithSlot: the IDs carry slot
+	slot    int   // the slot of a slotted Generator
+	seqMax  int64 // the sequence numbers of one second
 
 	ctx    context.Context // cancelled by Close; background fetches run in it
 	cancel context.CancelFunc
@@ -144,10 +166,14 @@ type Generator struct {
 	roundTrips, resets, failures atomic.Uint64
 }
 
-// span is a range [lo, hi) of IDs.
-type span struct{ lo, hi int64 }
+// span is a range [lo, hi) of IDs, one every 1<<shift (a slotted
+// Generator's IDs of one second differ by 1<<slotBits).
+type span struct {
+	lo, hi int64
+	shift  uint
+}
 
-func (s span) len() int64 { return s.hi - s.lo }
+func (s span) len() int64 { return (s.hi - s.lo) >> s.shift }
 
 // New returns a Generator of IDs for name (for example "order"), backed by
 // the Redis hash "<prefix>{<name>}". It does not talk to Redis until the
@@ -163,7 +189,11 @@ func New(c rueidis.Client, name string, opts ...Option) *Generator {
 	for _, opt := range opts {
 		opt(g)
 	}
-	g.key = g.prefix + "{" + name + "}"
+	g.key, g.seqMax = g.prefix+"{"+name+"}", maxBatch
+	if g.slotted {
+		g.key, g.seqMax = g.prefix+"{"+hashslot.Tag(g.slot)+"}:"+name, 1<<slottedSeqBits
+		g.batch = min(g.batch, g.seqMax)
+	}
 	g.low = g.batch / 2
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
@@ -185,7 +215,7 @@ func (g *Generator) NextID(ctx context.Context) (int64, error) {
 		}
 		if g.cur.len() > 0 {
 			id := g.cur.lo
-			g.cur.lo++
+			g.cur.lo += 1 << g.cur.shift
 			g.issued++
 			if g.cur.len() <= g.low && g.next.len() <= 0 && !g.fetching && g.mayFetch() {
 				g.startFetch()
@@ -263,7 +293,7 @@ func (g *Generator) runFetch(floor position, done chan struct{}) {
 		g.log.Info("idgen: allocating ids again", "key", g.key)
 	}
 	g.err, g.backoff = nil, 0
-	g.end = past(s.hi - 1)
+	g.end = g.past(s.hi - 1<<s.shift)
 	if g.cur.len() <= 0 {
 		g.cur = s
 	} else {

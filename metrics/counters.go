@@ -28,8 +28,8 @@ func (m *Metrics) WatchConsumer(c *consume.Consumer) {
 }
 
 // WatchIDs exports the ID generator's counters (idgen.Stats), read at
-// scrape time.
-func (m *Metrics) WatchIDs(g *idgen.Generator) {
+// scrape time: an idgen.Generator's or idgen.Slots'.
+func (m *Metrics) WatchIDs(g interface{ Stats() idgen.Stats }) {
 	m.reg.MustRegister(newCounterSet([]counterSpec{
 		{"flashsale_idgen_range_fetches_total", "Range allocations run against Redis, failed ones included."},
 		{"flashsale_idgen_range_fetch_failures_total", "Range allocations that failed."},

@@ -5,7 +5,7 @@
 // nothing of Prometheus. Metrics wraps their interfaces (Orders wraps a
 // flashsale.OrderService, Persister a consume.Persister, Middleware the HTTP
 // handler) and reads the counters they keep anyway (WatchConsumer reads
-// consume.Consumer.Stats, WatchIDs idgen.Generator.Stats) at scrape time.
+// consume.Consumer.Stats, WatchIDs idgen.Slots.Stats) at scrape time.
 // Figures that need Redis or MySQL come from a Sampler, which reads them
 // every few seconds for a bounded set of vouchers, never per scrape.
 //

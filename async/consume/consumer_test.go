@@ -318,7 +318,9 @@ func TestVoucherIsRetiredWhenSoldAndPersisted(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	now := asynctest.RedisTime(t, e.Client)
-	v := e.Voucher(10, now.Add(-time.Minute), now.Add(time.Second))
+	// Two seconds: the first order of the voucher's slot may wait up to
+	// one for its id range (a new idgen hash).
+	v := e.Voucher(10, now.Add(-time.Minute), now.Add(2*time.Second))
 	accepted := e.Buy(v.ID, asynctest.Users(1, 5)...)
 	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
 	e.WaitDrained(v.ID, 5)

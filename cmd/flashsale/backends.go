@@ -54,7 +54,7 @@ func (f *backendFlags) validate() error {
 type backends struct {
 	redis rueidis.Client
 	db    *store.DB
-	ids   *idgen.Generator
+	ids   *idgen.Slots
 	// redisURL and dbURL are where the backends are, embedded ones
 	// included, so other processes can reach them.
 	redisURL, dbURL string
@@ -115,7 +115,7 @@ func openBackends(ctx context.Context, f backendFlags, log *slog.Logger) (_ *bac
 		b.closers = append(b.closers, watchPrefixOwner(b, log))
 	}
 	log.Info("connected", "redis", redact(b.redisURL), "redis_prefix", b.prefix, "db", redact(b.dbURL), "database_id", b.owner.ID)
-	b.ids = idgen.New(b.redis, "id", idgen.WithPrefix(b.prefix+"idgen:"), idgen.WithFloor(b.db.MaxOrderID), idgen.WithLogger(log))
+	b.ids = idgen.NewSlots(b.redis, "id", idgen.WithPrefix(b.prefix+"idgen:"), idgen.WithFloor(b.db.MaxOrderID), idgen.WithLogger(log))
 	b.closers = append(b.closers, b.ids.Close)
 	return b, nil
 }

@@ -52,6 +52,8 @@ type services struct {
 	queue      *admission.Queue    // the waiting room of queue vouchers
 	ready      httpapi.ReadyFunc
 	close      func()
+	// hashTag places a buyer's idempotency keys (async: in its shard).
+	hashTag func(ctx context.Context, voucherID, userID int64) string
 }
 
 // newServices builds the voucher and order services for the strategy.
@@ -70,7 +72,7 @@ func newServices(cfg serveConfig, b *backends, log *slog.Logger) (*services, err
 	}
 	// The pass is checked inside idempotency: a retry of an accepted order
 	// gets its answer without a second pass.
-	svc.orders = idempotency.Wrap(admission.Wrap(svc.orders, svc.queue), b.redis, idempotency.Config{Prefix: b.prefix})
+	svc.orders = idempotency.Wrap(admission.Wrap(svc.orders, svc.queue), b.redis, idempotency.Config{Prefix: b.prefix, HashTag: svc.hashTag})
 	return svc, nil
 }
 
@@ -113,7 +115,8 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.WatchReturns(ctx) })
 	stopWatch := func() { stopEpoch(); cancel(); wg.Wait() }
-	return &services{vouchers: svc, orders: svc, life: acfg.Lifecycle, consumer: cfg.consumer.new(b, acfg.Durability, log), ready: ready, close: stopWatch}, nil
+	return &services{vouchers: svc, orders: svc, life: acfg.Lifecycle, consumer: cfg.consumer.new(b, acfg.Durability, log), ready: ready, close: stopWatch,
+		hashTag: svc.BuyerHashTag}, nil
 }
 
 // newSyncServices builds one of the synchronous strategies, with a lock

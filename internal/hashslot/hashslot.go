@@ -3,7 +3,11 @@
 // shards' hash tags by slot, and the tests find the node that owns a key.
 package hashslot
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"sync"
+)
 
 // Slots is the number of hash slots of a Redis Cluster.
 const Slots = 16384
@@ -17,6 +21,11 @@ func Of(key string) int {
 			key = key[i+1 : i+1+j]
 		}
 	}
+	return crc16(key)
+}
+
+// crc16 returns the slot of a key that has no hash tag.
+func crc16(key string) int {
 	var crc uint16
 	for i := 0; i < len(key); i++ {
 		crc ^= uint16(key[i]) << 8
@@ -29,4 +38,26 @@ func Of(key string) int {
 		}
 	}
 	return int(crc % Slots)
+}
+
+// tags[s] is a short hash tag whose slot is s: built once, on first use.
+var (
+	tagsOnce sync.Once
+	tags     [Slots]string
+)
+
+// Tag returns a hash tag, "p<n>" for the smallest such n, whose slot is
+// slot (0 ≤ slot < Slots): a key holding "{" + Tag(s) + "}" lives in slot
+// s. The first use builds the table (about 150,000 CRC16s, milliseconds).
+func Tag(slot int) string {
+	tagsOnce.Do(func() {
+		for n, left := 0, Slots; left > 0; n++ {
+			t := "p" + strconv.Itoa(n)
+			if s := crc16(t); tags[s] == "" {
+				tags[s] = t
+				left--
+			}
+		}
+	})
+	return tags[slot]
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Cluster is a private Redis Cluster: three masters covering the 16384
-// slots, each with one replica unless WithoutReplicas. A node is
+// Cluster is a private Redis Cluster: three masters (WithMasters: more)
+// covering the 16384 slots, each with one replica unless WithoutReplicas. A node is
 // unreachable (and its replica takes over) 1s after it stops answering.
 type Cluster struct {
 	nodes []*RedisServer
@@ -24,7 +24,14 @@ type ClusterOption func(*clusterConfig)
 
 type clusterConfig struct {
 	replicas bool
+	masters  int
 	node     []ServerOption
+}
+
+// WithMasters starts n masters (at least 3; default 3), splitting the
+// slots evenly among them.
+func WithMasters(n int) ClusterOption {
+	return func(c *clusterConfig) { c.masters = max(n, clusterMasters) }
 }
 
 // WithoutReplicas starts three masters only: a killed master's slots stay
@@ -55,11 +62,11 @@ func StartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 // starting the cluster fails.
 func startCluster(t testing.TB, tempDir func() string, track func(*RedisServer), opts []ClusterOption) *Cluster {
 	t.Helper()
-	cfg := clusterConfig{replicas: true}
+	cfg := clusterConfig{replicas: true, masters: clusterMasters}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	n := clusterMasters
+	n := cfg.masters
 	if cfg.replicas {
 		n *= 2
 	}

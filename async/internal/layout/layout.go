@@ -27,8 +27,10 @@
 //	<prefix>{v<id>}:applied sharded: set of the transfers added to this shard
 //	<prefix>{v<id>}:shards  sharded: the number of shards, in shard 0's slot
 //	<prefix>{v<id>.<n>}:…   the same keys for shard k ≥ 1 of a sharded voucher (shard.go)
-//	<prefix>{p<bucket>}     order pointers: hash order id → "<voucher>:<user>:<entry id>" of the ids of
-//	                        16 seconds, expires a day after its last write
+//	<prefix>{<tag>}:p<bucket> order pointers: hash order id → "<voucher>:<user>:<entry id>" of the ids of
+//	                        16 seconds of one slot, in that slot (the tag is hashslot.Tag of the slot the
+//	                        id carries: its shard's), expires a day after its last write; Pointer
+//	<prefix>{p<bucket>}     the same for plain ids (idgen.New; an older version's)
 //	<prefix>vouchers        set: the registry, members "<id>" or "<id>.<n>", whose streams consumers read
 //	<prefix>retiring        sorted set: finished vouchers → when their keys may be deleted (ms)
 //	<prefix>epoch           random id written when Redis is found empty
@@ -51,6 +53,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flashsale/flashsale/idgen"
+	"github.com/flashsale/flashsale/internal/hashslot"
 )
 
 // Defaults every role uses: they must agree on the prefix and the group.
@@ -78,6 +83,8 @@ type VoucherKeys struct {
 	// Body is what the hash tag's braces hold after "v": the voucher's id,
 	// or a shard's "<id>.<n>"; it is also the voucher's registry member.
 	Body string
+	// Slot is the Redis Cluster slot of every key above.
+	Slot int
 }
 
 // Gate returns the keys gate.lua takes: meta, buyers, orders, keyed.
@@ -105,6 +112,7 @@ func (k Keyspace) Tagged(body string) VoucherKeys {
 		Returned: tag + "returned",
 		Keyed:    tag + "keyed",
 		Body:     body,
+		Slot:     hashslot.Of(tag),
 	}
 }
 
@@ -141,15 +149,23 @@ func (k Keyspace) Heartbeat(group, consumer string) string {
 // the gate picks, per master, the first n whose slot that master owns.
 func (k Keyspace) NodeEpoch(n int) string { return k.prefix + "{e" + strconv.Itoa(n) + "}:epoch" }
 
-// PointerBucketShift drops an order id's sequence (32 bits) and the low 4
-// bits of its second: a bucket of order pointers spans 16 seconds of ids.
-const PointerBucketShift = 32 + 4
+// PointerBucketShift drops the low 4 bits of an order id's second: a
+// bucket of order pointers spans 16 seconds of ids (of one slot).
+const PointerBucketShift = 4
 
 // Pointer returns the key of the bucket holding an order's pointer and the
 // pointer's field in it. The bucket follows from the id alone, so a lookup
-// by order id, which does not know the voucher, touches one key.
+// by order id, which does not know the voucher, touches one key: for an id
+// that carries a slot (idgen.Slot), "{<tag of the slot>}:p<bucket>", in
+// that slot, with the keys of the shard the order was taken on; for a
+// plain id (an older version's), "{p<bucket>}".
 func (k Keyspace) Pointer(orderID int64) (key, field string) {
-	return k.prefix + "{p" + strconv.FormatInt(orderID>>PointerBucketShift, 10) + "}", strconv.FormatInt(orderID, 10)
+	bucket := strconv.FormatInt(idgen.Second(orderID)>>PointerBucketShift, 10)
+	field = strconv.FormatInt(orderID, 10)
+	if slot, ok := idgen.Slot(orderID); ok {
+		return k.prefix + "{" + hashslot.Tag(slot) + "}:p" + bucket, field
+	}
+	return k.prefix + "{p" + bucket + "}", field
 }
 
 // Micros returns t as the meta hash stores times: µs since 1970.
