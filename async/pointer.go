@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/idgen"
 )
 
 // Order pointers tell FindOrder which voucher and user an order id belongs
@@ -24,11 +25,13 @@ import (
 // seconds for the same slot, in that slot (an id carries its second and
 // its shard's slot: layout.Pointer), so FindOrder finds the bucket from
 // the id alone, each command touches one key, and a sharded voucher's
-// pointers are written on its shards' masters. A bucket expires
-// PointerTTL after its last write.
+// pointers are written on its shards' masters. Each slot has its own
+// queue and workers, so an order waits only for its own shard's master,
+// never for the slowest of them. A bucket expires PointerTTL after its
+// last write.
 
 const (
-	// pointerWorkers bounds the batches in flight at once.
+	// pointerWorkers bounds the batches of one slot in flight at once.
 	pointerWorkers = 2
 	// pointerMaxBatch bounds the pointers of one batch.
 	pointerMaxBatch = 512
@@ -58,7 +61,7 @@ type pointerQueue struct {
 // will be persisted; only its lookup by id waits for that.
 func (s *Service) writePointer(o *flashsale.Order, entry string) {
 	c := &pointerCall{order: o, entry: entry, done: make(chan struct{})}
-	q := &s.pointers
+	q := s.pointerQueue(o.ID)
 	q.mu.Lock()
 	q.calls = append(q.calls, c)
 	start := q.workers < pointerWorkers
@@ -67,14 +70,27 @@ func (s *Service) writePointer(o *flashsale.Order, entry string) {
 	}
 	q.mu.Unlock()
 	if start {
-		go s.pointerWorker()
+		go s.pointerWorker(q)
 	}
 	<-c.done
 }
 
-// pointerWorker writes batches of pointers until none are waiting.
-func (s *Service) pointerWorker() {
-	q := &s.pointers
+// pointerQueue returns the queue of the slot an order id carries (one
+// queue for every id that carries none).
+func (s *Service) pointerQueue(id int64) *pointerQueue {
+	slot, ok := idgen.Slot(id)
+	if !ok {
+		slot = -1
+	}
+	if q, ok := s.pointers.Load(slot); ok {
+		return q.(*pointerQueue)
+	}
+	q, _ := s.pointers.LoadOrStore(slot, new(pointerQueue))
+	return q.(*pointerQueue)
+}
+
+// pointerWorker writes batches of q's pointers until none are waiting.
+func (s *Service) pointerWorker(q *pointerQueue) {
 	for {
 		q.mu.Lock()
 		n := min(len(q.calls), pointerMaxBatch)

@@ -77,8 +77,9 @@ type Service struct {
 	// gates holds, per voucher, the orders waiting for a batch of the
 	// gate (gatebatch.go).
 	gates sync.Map // meta key (string) → *gateQueue
-	// pointers holds the accepted orders whose pointers wait for a batch.
-	pointers pointerQueue
+	// pointers holds, per slot, the accepted orders whose pointers wait
+	// for a batch (pointer.go).
+	pointers sync.Map // slot (int) → *pointerQueue
 	life     *lifecycle.Service
 }
 
