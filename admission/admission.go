@@ -78,7 +78,7 @@ type Queue struct {
 
 	mu         sync.Mutex
 	vouchers   map[int64]voucherConfig
-	registered sync.Map  // voucher ids this process added to the rooms
+	registered sync.Map  // voucher id → when this process last added it to the rooms
 	lanes      sync.Map  // the batches of joins and polls in flight (batch.go)
 	macs       sync.Pool // HMACs keyed with macKey (token.go)
 	final      soldOut   // tickets that read sold_out (queue.go)
@@ -115,32 +115,6 @@ func New(client rueidis.Client, cfg Config) (*Queue, error) {
 	return &Queue{client: client, cfg: cfg, keys: keys{prefix: cfg.Prefix}, macKey: deriveKey(cfg.Secret), vouchers: map[int64]voucherConfig{}}, nil
 }
 
-// maxCached bounds the vouchers whose configuration a process keeps.
-const maxCached = 10_000
-
-// voucher returns the voucher's admission configuration: from this
-// process's memory after the first read.
-func (q *Queue) voucher(ctx context.Context, id int64) (voucherConfig, error) {
-	q.mu.Lock()
-	c, ok := q.vouchers[id]
-	q.mu.Unlock()
-	if ok {
-		return c, nil
-	}
-	v, err := q.cfg.Vouchers.Voucher(ctx, id)
-	if err != nil {
-		return voucherConfig{}, err
-	}
-	c = voucherConfig{queued: v.Queued(), rate: v.AdmitPerSecond, begin: v.BeginTime, end: v.EndTime}
-	q.mu.Lock()
-	if len(q.vouchers) >= maxCached {
-		clear(q.vouchers)
-	}
-	q.vouchers[id] = c
-	q.mu.Unlock()
-	return c, nil
-}
-
 // keys names the Redis keys; every key of one voucher's room is under the
 // hash tag {q<id>}, so each script runs on one Redis Cluster slot.
 type keys struct{ prefix string }
@@ -148,6 +122,12 @@ type keys struct{ prefix string }
 // room is one voucher's keys, in the order the scripts take them.
 type room struct {
 	waiting, passes, expiries, claims, done, meta, log string
+}
+
+// config is the key of a voucher's admission configuration, kept for
+// reading it while MySQL does not answer.
+func (k keys) config(voucherID int64) string {
+	return k.prefix + "{q" + strconv.FormatInt(voucherID, 10) + "}:v"
 }
 
 func (k keys) room(voucherID int64) room {

@@ -32,7 +32,7 @@ func (q *Queue) Run(ctx context.Context) error {
 }
 
 // AdmitAll runs one admission step for every voucher with a waiting room,
-// and forgets the rooms of sales that ended over an hour ago.
+// and deletes the rooms of sales that ended over an hour ago.
 func (q *Queue) AdmitAll(ctx context.Context) error {
 	ids, err := q.Rooms(ctx)
 	if err != nil {
@@ -46,7 +46,7 @@ func (q *Queue) AdmitAll(ctx context.Context) error {
 			continue
 		}
 		if time.Since(c.end) > time.Hour {
-			q.client.Do(ctx, q.client.B().Srem().Key(q.keys.rooms()).Member(strconv.FormatInt(id, 10)).Build())
+			q.retire(ctx, id)
 			continue
 		}
 		if _, err := q.Admit(ctx, id); err != nil {
@@ -54,6 +54,28 @@ func (q *Queue) AdmitAll(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// retire deletes a finished sale's room: its keys share one slot, so one
+// UNLINK takes them all; then the room leaves the set Run admits.
+func (q *Queue) retire(ctx context.Context, voucherID int64) {
+	r := q.keys.room(voucherID)
+	del := q.client.B().Unlink().Key(r.waiting, r.passes, r.expiries, r.claims, r.done, r.meta, r.log, q.keys.config(voucherID)).Build()
+	if err := q.client.Do(ctx, del).Error(); err != nil {
+		q.cfg.Logger.WarnContext(ctx, "admission: deleting a finished sale's room", "voucher", voucherID, "err", err)
+		return
+	}
+	q.client.Do(ctx, q.client.B().Srem().Key(q.keys.rooms()).Member(strconv.FormatInt(voucherID, 10)).Build())
+	q.registered.Delete(voucherID)
+}
+
+// units returns the units a step may admit for: none once the sale has
+// ended, so its waiting tickets turn sold_out (final) rather than wait.
+func (q *Queue) units(ctx context.Context, voucherID int64) (int, error) {
+	if c, err := q.voucher(ctx, voucherID); err == nil && !time.Now().Before(c.end) {
+		return 0, nil
+	}
+	return q.cfg.Units(ctx, voucherID)
 }
 
 // Step is what one admission step did.
@@ -82,7 +104,7 @@ func (q *Queue) Admit(ctx context.Context, voucherID int64) (Step, error) {
 	if err != nil {
 		return Step{}, unavailable("admit", err)
 	}
-	units, err := q.cfg.Units(ctx, voucherID)
+	units, err := q.units(ctx, voucherID)
 	if err != nil {
 		return Step{}, err
 	}

@@ -80,7 +80,10 @@ func compile(d DenyList) (*compiled, error) {
 			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 		}
 		if p.Addr().Is4In6() {
-			p = netip.PrefixFrom(p.Addr().Unmap(), max(0, p.Bits()-96))
+			if p.Bits() < 96 {
+				return nil, flashsale.Errorf(flashsale.EInvalid, "ips: %q mixes IPv4-mapped and IPv6 addresses; give the IPv4 prefix", s)
+			}
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		p = p.Masked()
 		c.prefixes = append(c.prefixes, p)
@@ -140,7 +143,7 @@ func (q *Queue) Denied(ctx context.Context, userID int64, ip netip.Addr) (bool, 
 		return true, nil
 	}
 	if ip.IsValid() {
-		ip = ip.Unmap()
+		ip = ip.WithZone("").Unmap() // a zoned address is contained by no prefix
 		for _, p := range c.prefixes {
 			if p.Contains(ip) {
 				return true, nil

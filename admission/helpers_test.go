@@ -50,6 +50,12 @@ func (r countingReader) Voucher(ctx context.Context, id int64) (*flashsale.Vouch
 // after beginIn, and a Queue over it.
 func newEnv(t testing.TB, stock, rate int, beginIn time.Duration) *env {
 	t.Helper()
+	return newWindowEnv(t, stock, rate, time.Now().Add(beginIn), time.Now().Add(beginIn+time.Hour))
+}
+
+// newWindowEnv is newEnv for a sale from begin to end.
+func newWindowEnv(t testing.TB, stock, rate int, begin, end time.Time) *env {
+	t.Helper()
 	ctx := context.Background()
 	db, err := store.Open(ctx, testenv.MySQLURL(t))
 	if err != nil {
@@ -58,7 +64,7 @@ func newEnv(t testing.TB, stock, rate int, beginIn time.Duration) *env {
 	t.Cleanup(func() { db.Close() })
 	client, prefix := testenv.Redis(t)
 	e := &env{t: t, ctx: ctx, db: db, client: client, prefix: prefix}
-	e.v = &flashsale.Voucher{ID: 1000 + nextVoucher.Add(1), Title: "queued", Stock: stock, BeginTime: time.Now().Add(beginIn), EndTime: time.Now().Add(beginIn + time.Hour),
+	e.v = &flashsale.Voucher{ID: 1000 + nextVoucher.Add(1), Title: "queued", Stock: stock, BeginTime: begin, EndTime: end,
 		Admission: flashsale.AdmissionQueue, AdmitPerSecond: rate}
 	if err := db.CreateVoucher(ctx, e.v); err != nil {
 		t.Fatal(err)

@@ -25,8 +25,10 @@ func Wrap(next flashsale.OrderService, q *Queue) *Orders {
 }
 
 // PlaceOrder claims the pass, places the order and settles the pass: an
-// accepted order spends it, a sold_out refusal burns it, any other
-// refusal or failure gives it back (valid until its expiry).
+// accepted order spends it, a sold_out refusal burns it, a refusal that
+// proves nothing was placed gives it back (valid until its expiry), and
+// a failure that cannot tell (unavailable, internal, the caller gone)
+// counts as spent: one pass never pays for two orders.
 func (o *Orders) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
 	c, err := o.q.voucher(ctx, req.VoucherID)
 	if err != nil {
@@ -44,16 +46,10 @@ func (o *Orders) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*f
 		return nil, err
 	}
 	order, err := o.OrderService.PlaceOrder(ctx, req)
-	outcome := "r"
-	switch {
-	case err == nil:
-		outcome = "s"
-	case flashsale.ErrorCode(err) == flashsale.ESoldOut:
-		outcome = "o"
-	}
 	// The pass is settled even when the caller has gone.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
+	outcome := settlement(err)
 	r := o.q.keys.room(req.VoucherID)
 	// A settle that fails leaves the claim in flight: it stops counting
 	// after 30 s, and the pass is neither live nor spent (reads admitted).
@@ -61,9 +57,27 @@ func (o *Orders) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*f
 	return order, err
 }
 
+// settlement returns how an order's answer settles its pass: "s" spent,
+// "o" burnt by sold_out, "r" released.
+func settlement(err error) string {
+	switch flashsale.ErrorCode(err) {
+	case "": // accepted
+		return "s"
+	case flashsale.ESoldOut:
+		return "o"
+	case flashsale.EInvalid, flashsale.EDuplicateOrder, flashsale.ELimitReached, flashsale.ENotStarted,
+		flashsale.EEnded, flashsale.ERateLimited, flashsale.EBusy, flashsale.ENotFound:
+		return "r" // refused before anything was placed
+	}
+	return "s" // the order may stand (unavailable, internal, a context error)
+}
+
 // claim takes the user's pass out of the live passes, returning its
-// record, or EPassInvalid.
+// record, or EPassInvalid. It outlives a caller that goes away mid-claim,
+// which would leave the pass claimed and never settled.
 func (q *Queue) claim(ctx context.Context, voucherID int64, user, pass string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
 	f, ok := q.open("p", voucherID, pass, 3)
 	if !ok || f[0] != user {
 		return "", flashsale.Errorf(flashsale.EPassInvalid, "this pass is not yours for voucher %d", voucherID)

@@ -70,18 +70,23 @@ func (q *Queue) Join(ctx context.Context, voucherID, userID int64) (*Ticket, err
 	return t, nil
 }
 
-// register adds the voucher to the rooms Run admits, once per process.
+// register adds the voucher to the rooms Run admits: again after
+// reRegister, since a Redis that lost its data (or failed over to a
+// replica that missed the add) would otherwise never admit new joiners.
 func (q *Queue) register(ctx context.Context, voucherID int64) error {
-	if _, ok := q.registered.Load(voucherID); ok {
+	if at, ok := q.registered.Load(voucherID); ok && time.Since(at.(time.Time)) < reRegister {
 		return nil
 	}
 	cmd := q.client.B().Sadd().Key(q.keys.rooms()).Member(strconv.FormatInt(voucherID, 10)).Build()
 	if err := q.client.Do(ctx, cmd).Error(); err != nil {
 		return unavailable("register", err)
 	}
-	q.registered.Store(voucherID, true)
+	q.registered.Store(voucherID, time.Now())
 	return nil
 }
+
+// reRegister is how long a process trusts its add to the rooms set.
+const reRegister = 5 * time.Second
 
 // Poll returns the state of the user's ticket. It reads Redis only. A
 // ticket that is not the user's (or not a ticket) is ENotFound.
