@@ -112,6 +112,7 @@ func TestShardLevelsSurviveMovesReloadsAndRestores(t *testing.T) {
 	for _, u := range homedUsers(25000, 3, 2, k) {
 		e.deadLetterOnShard(v.ID, u, shards[2])
 	}
+	e.refillForCuts(ctx, shards)
 	e.take(shards[1], shards[0], "cut.1") // completed by reconcile --fix
 	rep, err := rec.Repair(ctx, v.ID)
 	if err != nil || rep.Moved != 1 || len(rep.Diffs) != 3 {
@@ -216,5 +217,30 @@ func TestShardRewindIsNoticedAndRepairedPerShard(t *testing.T) {
 	}
 	if stock, initial, buyers := e.Snapshot(v.ID); stock+buyers != initial {
 		t.Errorf("Redis: stock %d + buyers %d, initial %d", stock, buyers, initial)
+	}
+}
+
+// refillForCuts gives shard 1 a few units back when the sale's refills
+// drained it (shard 0 may have borrowed from it again and again, halving
+// it each time): the two cut moves take from it. The units come from the
+// fullest other shard by a whole move, so the stock stays the same.
+func (e *env) refillForCuts(ctx context.Context, shards []layout.VoucherKeys) {
+	e.T.Helper()
+	stock := func(vk layout.VoucherKeys) int64 {
+		n, err := e.Do(e.Client.B().Hget().Key(vk.Meta).Field("stock").Build()).AsInt64()
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		return n
+	}
+	if stock(shards[1]) >= 4 {
+		return
+	}
+	from := shards[0]
+	if stock(shards[2]) > stock(from) {
+		from = shards[2]
+	}
+	if err := layout.Move(ctx, e.Client, from, shards[1], "refill.cuts", 4); err != nil {
+		e.T.Fatal(err)
 	}
 }
