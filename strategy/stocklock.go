@@ -74,6 +74,12 @@ func (s *stocklock) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) 
 	if err != nil {
 		return nil, err
 	}
+	// The id first: nothing may fail between the stock write and the
+	// insert, which commit together (takeStock).
+	o, err := s.newOrder(ctx, v, req)
+	if err != nil {
+		return nil, err
+	}
 	voucherID := v.ID
 	waitCtx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
 	defer cancel()
@@ -89,22 +95,19 @@ func (s *stocklock) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) 
 			return nil, cmp.Or(err, staleLock())
 		}
 	}
-	if err := s.takeStock(ctx, h, v, req); err != nil {
+	if err := s.takeStock(ctx, h, v, req, o); err != nil {
 		return nil, err
 	}
-	o, err := s.newOrder(ctx, v, req)
-	if err != nil {
-		return nil, err
-	}
-	return o, s.cfg.DB.InsertOrder(ctx, o, v.BuyerLimit())
+	return o, nil
 }
 
-// takeStock is the read-check-write of stock under the voucher's lock h.
-// With a fenced lock the write is refused when a later holder claimed the
-// stock, and read again when a cancel or expiry gave units back since the
-// read (returns take no stock lock: they add, and the write must not undo
-// them).
-func (s *stocklock) takeStock(ctx context.Context, h Held, v *flashsale.Voucher, req flashsale.OrderRequest) error {
+// takeStock is the read-check-write of stock under the voucher's lock h,
+// the write committed in one transaction with the insert of o, so that a
+// failed insert (a buyer who hung up) takes no unit. With a fenced lock
+// the write is refused when a later holder claimed the stock, and read
+// again when a cancel or expiry gave units back since the read (returns
+// take no stock lock: they add, and the write must not undo them).
+func (s *stocklock) takeStock(ctx context.Context, h Held, v *flashsale.Voucher, req flashsale.OrderRequest, o *flashsale.Order) error {
 	n, err := s.readStock(ctx, v, req)
 	if err != nil {
 		return err
@@ -115,10 +118,22 @@ func (s *stocklock) takeStock(ctx context.Context, h Held, v *flashsale.Voucher,
 	q := req.Units()
 	f := h.Fence()
 	if f <= 0 { // the lab's broken locks: the seeds' plain write
-		return s.cfg.DB.SetRemaining(ctx, v.ID, n-q)
+		return s.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
+			if err := tx.SetRemaining(ctx, v.ID, n-q); err != nil {
+				return err
+			}
+			return tx.InsertOrder(ctx, o, v.BuyerLimit())
+		})
 	}
 	for {
-		ok, err := s.cfg.DB.SetRemainingFenced(ctx, v.ID, n, n-q, f)
+		var ok bool
+		err := s.cfg.DB.Tx(ctx, func(tx *store.Tx) error {
+			var err error
+			if ok, err = tx.SetRemainingFenced(ctx, v.ID, n, n-q, f); err != nil || !ok {
+				return err
+			}
+			return tx.InsertOrder(ctx, o, v.BuyerLimit())
+		})
 		if !errors.Is(err, store.ErrStockMoved) {
 			if err == nil && !ok {
 				return staleLock()

@@ -54,3 +54,42 @@ func TestStocklockKeepsAReturnMadeWhileItHoldsTheStock(t *testing.T) {
 		t.Fatalf("remaining %d + units %d of live orders != stock %d: the cancelled unit is lost", a.Remaining, a.Units, a.Stock)
 	}
 }
+
+// hangUp is an ID generator whose buyer hangs up as the order's id is
+// taken: it cancels the request's context, then hands out the id.
+type hangUp struct {
+	flashsale.IDGenerator
+	cancel context.CancelFunc
+}
+
+func (h hangUp) NextID(ctx context.Context) (int64, error) {
+	h.cancel()
+	return h.IDGenerator.NextID(ctx)
+}
+
+// TestStocklockLosesNoUnitWhenTheBuyerHangsUp: a buyer who hangs up while
+// stocklock places the order (here as the order's id is taken) leaves the
+// stock as it was: remaining + the live orders' units = stock (issue 32).
+//
+// It failed before the fix: the fenced stock write committed on its own,
+// then the insert failed on the cancelled context, and nothing gave the
+// unit back.
+func TestStocklockLosesNoUnitWhenTheBuyerHangsUp(t *testing.T) {
+	f := newFixture(t)
+	v := f.windowVoucher(t, 3, time.Minute, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := strategy.New("stocklock", strategy.Config{DB: f.db, IDs: hangUp{f.ids, cancel}, Locks: f.locks, LockWait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := s.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1}); err == nil {
+		t.Logf("order %d placed although the buyer hung up", o.ID)
+	}
+	a, err := f.db.AuditVoucher(context.Background(), v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Remaining+a.Units != a.Stock {
+		t.Fatalf("remaining %d + units %d of live orders != stock %d: the hung-up buyer's unit is lost", a.Remaining, a.Units, a.Stock)
+	}
+}
