@@ -39,6 +39,10 @@ const (
 	// OutcomeShort: the stock ran out before the order's turn (a
 	// synchronous batch sale only).
 	OutcomeShort
+	// OutcomeKeyConflict: another order id already holds the order's
+	// idempotency key for its voucher and user (or another unique key of
+	// the orders, but its id): the gate placed a key's order twice.
+	OutcomeKeyConflict
 )
 
 // String returns the outcome's name.
@@ -52,6 +56,8 @@ func (o Outcome) String() string {
 		return "conflict"
 	case OutcomeShort:
 		return "short"
+	case OutcomeKeyConflict:
+		return "key conflict"
 	}
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
@@ -60,7 +66,7 @@ func (o Outcome) String() string {
 type PersistResult struct {
 	// Outcomes[i] is the outcome of the batch's orders[i].
 	Outcomes []Outcome
-	// Counts of each outcome.
+	// Counts of each outcome (Conflicts counts both kinds).
 	Inserted, AlreadyPresent, Conflicts int
 }
 

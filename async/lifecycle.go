@@ -61,7 +61,7 @@ func (s *Service) persistPending(ctx context.Context, id, userID int64) error {
 	if err != nil {
 		return err
 	}
-	if res.Outcomes[0] == flashsale.OutcomeConflict {
+	if res.Outcomes[0] == flashsale.OutcomeConflict || res.Outcomes[0] == flashsale.OutcomeKeyConflict {
 		return failedOrder(id)
 	}
 	return nil

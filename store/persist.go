@@ -56,7 +56,9 @@ var errRaced = errors.New("store: batch raced another writer")
 
 // PersistOrders stores a batch of orders the Redis gate accepted, all or
 // nothing, idempotently: OutcomeAlreadyPresent for an id stored already,
-// OutcomeConflict for an order past its buyer's limit, and the rest
+// OutcomeConflict for an order past its buyer's limit,
+// OutcomeKeyConflict for one whose idempotency key (for its voucher and
+// user) another order id holds, and the rest
 // inserted (awaiting payment with a PayBy, else created) taking their
 // units. Errors: a *StockShortError (retry in smaller batches), an
 // *UnknownVoucherError, or EBusy for a batch that keeps racing another
@@ -82,15 +84,38 @@ func (db *DB) PersistOrders(ctx context.Context, orders []flashsale.Order) (flas
 	if err == nil || !errors.Is(err, errNotAllNew) && flashsale.ErrorCode(err) != flashsale.EBusy {
 		return res, err
 	}
-	err = db.txRetrying(ctx, func(tx *Tx) error {
-		var err error
-		res, err = tx.persist(ctx, db.dialect, orders)
-		return err
-	})
+	// An order that another order's unique key (its idempotency key)
+	// keeps out is found by the attempt that skips it, and the next one
+	// answers it OutcomeKeyConflict: each round finds at least one.
+	keyTaken := map[int64]bool{}
+	for {
+		err = db.txRetrying(ctx, func(tx *Tx) error {
+			var err error
+			res, err = tx.persist(ctx, db.dialect, orders, keyTaken)
+			return err
+		})
+		var kc *keyConflictError
+		if !errors.As(err, &kc) {
+			break
+		}
+		for _, id := range kc.ids {
+			keyTaken[id] = true
+		}
+	}
 	if err != nil {
 		return flashsale.PersistResult{}, err
 	}
 	return res, nil
+}
+
+// keyConflictError says which orders of an attempt INSERT IGNORE skipped
+// although no order holds their id: another unique key of the orders
+// (the voucher, user and idempotency key) kept them out. The batch is
+// persisted again without them.
+type keyConflictError struct{ ids []int64 }
+
+func (e *keyConflictError) Error() string {
+	return fmt.Sprintf("store: %d orders kept out by another order's idempotency key", len(e.ids))
 }
 
 // txRetrying runs fn in a transaction, as Tx does, and runs it again in a
@@ -169,8 +194,9 @@ func (tx *Tx) takeStockAndUnits(ctx context.Context, orders []flashsale.Order) e
 // pair is an order's voucher and user.
 type pair struct{ voucher, user int64 }
 
-// persist runs one attempt of PersistOrders inside tx.
-func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Order) (flashsale.PersistResult, error) {
+// persist runs one attempt of PersistOrders inside tx; the orders in
+// keyTaken whose ids are not stored are answered OutcomeKeyConflict.
+func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Order, keyTaken map[int64]bool) (flashsale.PersistResult, error) {
 	ids, err := tx.storedIDs(ctx, orders)
 	if err != nil {
 		return flashsale.PersistResult{}, err
@@ -186,6 +212,9 @@ func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Or
 		case ids[o.ID]:
 			res.Outcomes[i] = flashsale.OutcomeAlreadyPresent
 			res.AlreadyPresent++
+		case keyTaken[o.ID]:
+			res.Outcomes[i] = flashsale.OutcomeKeyConflict
+			res.Conflicts++
 		case !room.fits(o):
 			res.Outcomes[i] = flashsale.OutcomeConflict
 			res.Conflicts++
@@ -200,6 +229,9 @@ func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Or
 	// One lock order for every writer: rows by id, vouchers by id, buyers.
 	slices.SortFunc(fresh, func(a, b flashsale.Order) int { return cmp.Compare(a.ID, b.ID) })
 	if err := tx.insertNewOrders(ctx, dialect, fresh); err != nil {
+		if errors.Is(err, errRaced) {
+			err = tx.keptOut(ctx, dialect, fresh, err)
+		}
 		return flashsale.PersistResult{}, err
 	}
 	if len(fresh) == 0 {
@@ -211,6 +243,38 @@ func (tx *Tx) persist(ctx context.Context, dialect string, orders []flashsale.Or
 		return flashsale.PersistResult{}, fmt.Errorf("%w: %w", errRaced, err)
 	}
 	return res, err
+}
+
+// keptOut tells why INSERT IGNORE skipped some of orders (raced): it
+// reads their ids again, as they are now (a locking read on MySQL, past
+// the transaction's snapshot), and returns a *keyConflictError naming
+// those no row holds, kept out by another unique key; or raced when every
+// one is stored (another writer stored them since storedIDs looked).
+func (tx *Tx) keptOut(ctx context.Context, dialect string, orders []flashsale.Order, raced error) error {
+	stored := map[int64]bool{}
+	for chunk := range slices.Chunk(orders, persistChunk) {
+		args := make([]any, len(chunk))
+		for i, o := range chunk {
+			args[i] = o.ID
+		}
+		ids, err := int64s(ctx, tx.w, "persist orders: look up skipped", "SELECT id FROM orders WHERE id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")"+forUpdate(dialect), args...)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			stored[id] = true
+		}
+	}
+	kc := &keyConflictError{}
+	for _, o := range orders {
+		if !stored[o.ID] {
+			kc.ids = append(kc.ids, o.ID)
+		}
+	}
+	if len(kc.ids) == 0 {
+		return raced
+	}
+	return kc
 }
 
 // storedIDs returns which of the orders' ids are stored already.
@@ -241,6 +305,7 @@ func (tx *Tx) storedIDs(ctx context.Context, orders []flashsale.Order) (map[int6
 // returns errRaced.
 func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flashsale.Order) error {
 	t := dbTime(now())
+	inserted := 0
 	for chunk := range slices.Chunk(orders, persistChunk) {
 		var b strings.Builder
 		args := make([]any, 0, 9*len(chunk))
@@ -271,9 +336,10 @@ func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flas
 		if err != nil {
 			return wrap("persist orders: insert", err)
 		}
-		if n != int64(len(chunk)) {
-			return fmt.Errorf("%w: %d of %d orders inserted", errRaced, n, len(chunk))
-		}
+		inserted += int(n)
+	}
+	if inserted != len(orders) { // every chunk was tried: keptOut looks at all
+		return fmt.Errorf("%w: %d of %d orders inserted", errRaced, inserted, len(orders))
 	}
 	return nil
 }

@@ -146,8 +146,12 @@ func (w *worker) persist(ctx context.Context, items []item) ([]item, error) {
 	w.c.alreadyPresent.Add(uint64(res.AlreadyPresent))
 	persisted := make([]item, 0, len(items))
 	for i, out := range res.Outcomes {
-		if out == flashsale.OutcomeConflict {
-			if err := w.deadLetter(ctx, items[i], "", "", layout.DeadConflict, "conflict: the user has another order for this voucher"); err != nil {
+		kind, reason := layout.DeadConflict, "conflict: the user has another order for this voucher"
+		if out == flashsale.OutcomeKeyConflict {
+			kind, reason = layout.DeadKeyConflict, "conflict: another order of the user holds its idempotency key"
+		}
+		if out == flashsale.OutcomeConflict || out == flashsale.OutcomeKeyConflict {
+			if err := w.deadLetter(ctx, items[i], "", "", kind, reason); err != nil {
 				return nil, err
 			}
 			continue

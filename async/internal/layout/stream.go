@@ -50,6 +50,10 @@ const (
 	DeadStockShort DeadKind = "stock_short"
 	// DeadConflict: the user has another order for the voucher in MySQL.
 	DeadConflict DeadKind = "conflict"
+	// DeadKeyConflict: another order of the user holds the order's
+	// idempotency key in MySQL (or another unique key of the orders): the
+	// key's order was placed twice, and this one never will be stored.
+	DeadKeyConflict DeadKind = "key_conflict"
 	// DeadMalformed: the stream entry is not an order.
 	DeadMalformed DeadKind = "malformed"
 	// DeadPoison: attempts to persist the order on its own kept dying.
