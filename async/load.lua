@@ -1,30 +1,54 @@
 -- load.lua makes a voucher sellable in Redis, once: when its meta hash is
 -- missing it creates the stream's consumer group (from the first entry, so
--- none is missed), counts the orders still in the stream that MySQL does
--- not hold as their buyers' units, and writes the meta hash last, with a
--- stock no larger than the buyers leave, stamped with the time it was
--- loaded. The buyers MySQL holds (and the closed orders whose returns are
--- pending) are written by the caller before the call; the gate refuses
+-- none is missed), takes in the snapshot of MySQL the caller staged (the
+-- buyers of live orders, the closed orders whose returns are pending, the
+-- orders placed with an idempotency key), counts the orders still in the
+-- stream that MySQL does not hold as their buyers' units (and their keys
+-- as placed), and writes the meta hash last, with a stock no larger than
+-- the buyers leave, stamped with the time it was loaded. The gate refuses
 -- every order while meta is missing, so nobody buys from a half-loaded
 -- voucher.
 --
+-- The snapshot is refused, and its staged hashes dropped, when the voucher
+-- is loaded already (another reload won: its buyers may have bought
+-- since) or when the fence moved since the caller read it before its
+-- snapshot (a return ran meanwhile, which the snapshot may not show): the
+-- caller reads MySQL again.
+--
 -- KEYS[1] meta hash, KEYS[2] buyers hash, KEYS[3] orders stream,
--- KEYS[4] keyed hash, KEYS[5] returned hash
+-- KEYS[4] keyed hash, KEYS[5] returned hash, KEYS[6] fence,
+-- KEYS[7..9] the staged buyers, returned and keyed hashes
 -- ARGV[1] remaining stock in MySQL, ARGV[2] initial stock,
 -- ARGV[3] begin, ARGV[4] end (µs since 1970), ARGV[5] consumer group,
 -- ARGV[6] limit per buyer, ARGV[7] payment window (µs, 0 for none),
--- ARGV[8] MySQL's live orders on these keys, ARGV[9..] ids of orders in
--- the stream that MySQL's snapshot holds
+-- ARGV[8] MySQL's live orders on these keys, ARGV[9] the fence read
+-- before the snapshot ("" for none), ARGV[10..] ids of orders in the
+-- stream that MySQL's snapshot holds
 --
--- Returns 1 when it loaded the voucher, 0 when it was loaded already.
+-- Returns 1 when it loaded the voucher, 0 when it was loaded already, -1
+-- when the fence moved.
 if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('DEL', KEYS[7], KEYS[8], KEYS[9])
   return 0
+end
+if (redis.call('GET', KEYS[6]) or '') ~= ARGV[9] then
+  redis.call('DEL', KEYS[7], KEYS[8], KEYS[9])
+  return -1
 end
 -- Errors first: a script's earlier writes are not undone by a later error.
 local created = redis.pcall('XGROUP', 'CREATE', KEYS[3], ARGV[5], '0', 'MKSTREAM')
 if type(created) == 'table' and created.err and not string.find(created.err, 'BUSYGROUP', 1, true) then
   return created
 end
+
+-- MySQL's records are written over what survived of the hashes.
+for _, p in ipairs({{7, 2}, {8, 5}, {9, 4}}) do
+  local kv = redis.call('HGETALL', KEYS[p[1]])
+  for j = 1, #kv, 2 do
+    redis.call('HSET', KEYS[p[2]], kv[j], kv[j + 1])
+  end
+end
+redis.call('DEL', KEYS[7], KEYS[8], KEYS[9])
 
 -- parse reads a buyer's record: units and the latest order.
 local function parse(v)
@@ -45,7 +69,7 @@ local function older(a, b)
 end
 
 local persisted = {}
-for i = 9, #ARGV do
+for i = 10, #ARGV do
   persisted[ARGV[i]] = true
 end
 local orders = tonumber(ARGV[8])
@@ -53,9 +77,13 @@ local orders = tonumber(ARGV[8])
 -- their buyers hold stock too.
 local stock = tonumber(ARGV[1])
 for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do
-  local f, order, user, q = e[2], nil, nil, 1
+  local f, order, user, q, key = e[2], nil, nil, 1, nil
   for i = 1, #f, 2 do
-    if f[i] == 'o' then order = f[i + 1] elseif f[i] == 'u' then user = f[i + 1] elseif f[i] == 'q' then q = tonumber(f[i + 1]) end
+    if f[i] == 'o' then order = f[i + 1] elseif f[i] == 'u' then user = f[i + 1] elseif f[i] == 'q' then q = tonumber(f[i + 1])
+    elseif f[i] == 'k' then key = f[i + 1] end
+  end
+  if order and user and key then
+    redis.call('HSET', KEYS[4], user .. ':' .. key, order .. ':' .. e[1])
   end
   if order and user and not persisted[order] then
     local units, latest = 0, nil

@@ -110,13 +110,14 @@ func (s *Service) askGate(ctx context.Context, l *local, req flashsale.OrderRequ
 		return s.askShards(ctx, l, req, orderID)
 	}
 	c := &gateCall{ctx: ctx, args: orderArgs(req, orderID), level: &l.levels[0]}
+	notices := l.notices.Load()
 	if err := s.gate(req.VoucherID, l.gateKeys, c); err != nil {
 		// The gate may have run and accepted the order, its reply lost:
 		// then no pointer is written, and the order the buyer's retry is
 		// refused with is found by id only once it is persisted.
 		return nil, unavailable("gate", err)
 	}
-	o, err := s.decodeGateReply(ctx, l, c.reply, req, orderID, 0, c.seen)
+	o, err := s.decodeGateReply(ctx, l, c.reply, req, orderID, 0, c.seen, notices)
 	if !c.durable && (err == nil || flashsale.ErrorCode(err) == flashsale.EDuplicateOrder) {
 		// Neither accepted nor refused: the order it names may vanish.
 		return nil, notDurable(orderNotDurable)
@@ -127,15 +128,17 @@ func (s *Service) askGate(ctx context.Context, l *local, req flashsale.OrderRequ
 // decodeGateReply turns the gate's reply, from the shard (0 for a voucher
 // with one), into an order or an error, and remembers refusals in l (and,
 // for an accepted order, writes its pointer and checks its level against
-// seen, the shard's lowest level seen before the request).
-func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.RedisMessage, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark) (*flashsale.Order, error) {
+// seen, the shard's lowest level seen before the request). A sell-out is
+// remembered only if no return notice came since the call was sent (l's
+// count of them was notices then): the reply may predate the return.
+func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.RedisMessage, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark, notices int64) (*flashsale.Order, error) {
 	code, err := res[0].AsInt64()
 	if err != nil {
 		return nil, fmt.Errorf("async: gate answered %v: %w", res, err)
 	}
 	switch code {
 	case gateAccepted:
-		return s.accepted(l, res, req, orderID, shard, seen), nil
+		return s.accepted(l, res, req, orderID, shard, seen, notices), nil
 	case gateNotLoaded:
 		return nil, fmt.Errorf("%w: voucher %d", ErrNotLoaded, req.VoucherID)
 	case gateNotStarted:
@@ -148,7 +151,7 @@ func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.R
 		return nil, refusal(flashsale.EEnded, 0)
 	case gateSoldOut:
 		if req.Units() == 1 { // an order of more units says nothing of one
-			l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
+			l.rememberSoldOut(s.cfg.VerdictTTL, notices)
 		}
 		return nil, refusal(flashsale.ESoldOut, 0)
 	case gateDuplicate:
@@ -168,7 +171,7 @@ func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.R
 
 // accepted returns the order the gate accepted, after writing its pointer
 // and checking the shard's level.
-func (s *Service) accepted(l *local, res []rueidis.RedisMessage, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark) *flashsale.Order {
+func (s *Service) accepted(l *local, res []rueidis.RedisMessage, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark, notices int64) *flashsale.Order {
 	l.accepted.Add(1)
 	left, _ := res[1].AsInt64()
 	entry, _ := res[2].ToString()
@@ -179,7 +182,7 @@ func (s *Service) accepted(l *local, res []rueidis.RedisMessage, req flashsale.O
 	payBy, _ := res[7].AsInt64()
 	s.observeLevel(l, req.VoucherID, shard, seen, loaded, level(left, initial, given, returned))
 	if left == 0 && l.shards == nil { // a dry shard is refilled from the others
-		l.remember(flashsale.ESoldOut, s.cfg.VerdictTTL, 0)
+		l.rememberSoldOut(s.cfg.VerdictTTL, notices)
 	}
 	o := &flashsale.Order{ID: orderID, VoucherID: req.VoucherID, UserID: req.UserID, Quantity: req.Units(), Status: flashsale.StatusPending,
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: layout.EntryTime(entry)}

@@ -39,6 +39,7 @@ func (s *Service) WatchReturns(ctx context.Context) {
 // so the next order asks Redis.
 func (s *Service) forgetSoldOut(voucherID int64) {
 	if l, ok := s.locals.Load(voucherID); ok {
+		l.(*local).notices.Add(1) // before: a reply decoded after it sees it
 		l.(*local).verdict.Store(nil)
 	}
 }

@@ -124,6 +124,10 @@ type local struct {
 	shards  []layout.VoucherKeys
 	syncKey string
 	verdict atomic.Pointer[verdict]
+	// notices counts the return notices heard for the voucher
+	// (forgetSoldOut): a sold-out reply to a call sent before one is not
+	// remembered.
+	notices atomic.Int64
 
 	// accepted counts the orders the gate accepted here since WatchEpoch
 	// last found Redis whole.
@@ -152,6 +156,15 @@ func newLocal(k layout.Keyspace, voucherID int64) *local {
 func (l *local) remember(code string, ttl, startsIn time.Duration) {
 	now := time.Now()
 	l.verdict.Store(&verdict{code: code, until: now.Add(ttl), start: now.Add(startsIn)})
+}
+
+// rememberSoldOut remembers a sell-out for ttl unless a return notice
+// came since the count of them was notices.
+func (l *local) rememberSoldOut(ttl time.Duration, notices int64) {
+	l.remember(flashsale.ESoldOut, ttl, 0)
+	if l.notices.Load() != notices { // a notice came: forget it again
+		l.verdict.Store(nil)
+	}
 }
 
 // refusal returns the remembered refusal, or nil when there is none.

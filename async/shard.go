@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async/internal/layout"
 )
@@ -56,13 +58,14 @@ func (s *Service) askShards(ctx context.Context, l *local, req flashsale.OrderRe
 	dry := 0
 	for attempt := 0; ; attempt++ {
 		c := &gateCall{ctx: ctx, args: args, level: &l.levels[home]}
+		notices := l.notices.Load()
 		err := s.gate(req.VoucherID, keys, c)
 		res := c.reply
 		if err != nil {
 			return nil, unavailable("gate", err)
 		}
 		if code, _ := res[0].AsInt64(); code != gateSoldOut {
-			return s.decodeGateReply(ctx, l, res, req, orderID, home, c.seen)
+			return s.decodeGateReply(ctx, l, res, req, orderID, home, c.seen, notices)
 		}
 		if attempt == maxRefills {
 			e := flashsale.Errorf(flashsale.EBusy, "stock is moving between the voucher's shards; try again")
@@ -78,7 +81,7 @@ func (s *Service) askShards(ctx context.Context, l *local, req flashsale.OrderRe
 			continue
 		}
 		if dry++; dry == 2 {
-			return s.decodeGateReply(ctx, l, res, req, orderID, home, c.seen)
+			return s.decodeGateReply(ctx, l, res, req, orderID, home, c.seen, notices)
 		}
 	}
 }
@@ -117,23 +120,27 @@ func (s *Service) refill(ctx context.Context, voucherID int64, shards []layout.V
 	return true, nil
 }
 
-// loadShards loads the shards of a voucher listed in missing: free units
-// are split evenly among them, and each gets the buyers of orders whose
-// home it is (with their units counted in its initial stock), so that
-// every shard keeps stock + held units = initial.
-func (s *Service) loadShards(ctx context.Context, v *flashsale.Voucher, shards []layout.VoucherKeys, missing []int, free int, orders []flashsale.Order) error {
+// loadShards loads the shards of a voucher listed in missing, from a
+// snapshot: free units are split evenly among them, and each gets the
+// buyers of orders whose home it is (with their units counted in its
+// initial stock), so that every shard keeps stock + held units = initial.
+func (s *Service) loadShards(ctx context.Context, v *flashsale.Voucher, shards []layout.VoucherKeys, missing []int, free int, snap snapshot) error {
 	cmd := s.client.B().Set().Key(s.keys.ShardCountKey(v.ID)).Value(strconv.Itoa(len(shards))).Build()
 	if err := s.client.Do(ctx, cmd).Error(); err != nil {
 		return err
 	}
-	homed := make([][]flashsale.Order, len(shards))
+	homed := make([]snapshot, len(shards))
 	held := make([]int, len(shards)) // units of the live orders homed on each
-	for _, o := range orders {
+	for _, o := range snap.orders {
 		k := layout.HomeShard(o.UserID, len(shards))
-		homed[k] = append(homed[k], o)
+		homed[k].orders = append(homed[k].orders, o)
 		if o.Status.Live() {
 			held[k] += o.Units()
 		}
+	}
+	for _, o := range snap.keyed {
+		k := layout.HomeShard(o.UserID, len(shards))
+		homed[k].keyed = append(homed[k].keyed, o)
 	}
 	free = max(free, 0)
 	for i, k := range missing {
@@ -141,6 +148,7 @@ func (s *Service) loadShards(ctx context.Context, v *flashsale.Voucher, shards [
 		if i < free%len(missing) {
 			share++
 		}
+		homed[k].fences = snap.fences
 		if err := s.loadKeys(ctx, shards[k], v, homed[k], share, share+held[k]); err != nil {
 			return fmt.Errorf("shard %d: %w", k, err)
 		}
@@ -151,8 +159,9 @@ func (s *Service) loadShards(ctx context.Context, v *flashsale.Voucher, shards [
 // reloadShards loads the shards of a voucher missing from Redis (all of
 // them after Redis lost its data, or one node's in a cluster). The units
 // they get are MySQL's remaining stock less what the shards still loaded
-// hold: their stock, their orders not persisted yet and the units in
-// their journals. Redis is read before MySQL, so an order persisted in
+// hold: their stock, their orders not persisted yet, the units in their
+// journals, and the returns that come to them after their stock was read
+// (returnsToCome). Redis is read before MySQL, so an order persisted in
 // between is counted twice, never missed: the estimate errs towards
 // selling less (reconcile reports it), never twice.
 func (s *Service) reloadShards(ctx context.Context, v *flashsale.Voucher) error {
@@ -162,10 +171,11 @@ func (s *Service) reloadShards(ctx context.Context, v *flashsale.Voucher) error 
 		return unavailable(fmt.Sprintf("reload voucher %d", v.ID), err)
 	}
 	var missing []int
+	var lost []layout.VoucherKeys
 	held := 0
 	for k, sh := range st {
 		if !sh.Loaded {
-			missing = append(missing, k)
+			missing, lost = append(missing, k), append(lost, shards[k])
 			continue
 		}
 		backlog, _, err := layout.StreamBacklog(ctx, s.client, shards[k], s.cfg.Group)
@@ -180,15 +190,65 @@ func (s *Service) reloadShards(ctx context.Context, v *flashsale.Voucher) error 
 	if !time.Now().Before(v.EndTime) {
 		return refusal(flashsale.EEnded, 0)
 	}
-	row, orders, err := s.db.VoucherSnapshot(ctx, v.ID)
+	row, snap, err := s.readSnapshot(ctx, v.ID, lost)
 	if err != nil {
 		return err
 	}
-	if err := s.loadShards(ctx, row, shards, missing, row.Remaining-held, orders); err != nil {
+	coming, err := s.returnsToCome(ctx, shards, st, snap.orders)
+	if err != nil {
 		return unavailable(fmt.Sprintf("reload voucher %d", v.ID), err)
 	}
-	s.logLoaded(v.ID, row.Remaining-held, len(orders))
+	free := row.Remaining - held - coming
+	if err := s.loadShards(ctx, row, shards, missing, free, snap); err != nil {
+		return unavailable(fmt.Sprintf("reload voucher %d", v.ID), err)
+	}
+	s.logLoaded(v.ID, free, len(snap.orders))
 	return nil
+}
+
+// returnsToCome returns the units that returns add to the shards loaded
+// when st was read, beyond their stock then, and that MySQL's remaining
+// in a snapshot read after st counts already: the returns run since (the
+// rise of each shard's returned count) and those still to run (closed
+// orders of the snapshot homed there, not in the shard's returned hash).
+// Each order's membership is read before the count, so a return between
+// the two is counted twice (selling less), never missed.
+func (s *Service) returnsToCome(ctx context.Context, shards []layout.VoucherKeys, st []layout.ShardState, orders []flashsale.Order) (int, error) {
+	var cmds []rueidis.Completed
+	var units []int // the units each HEXISTS stands for
+	for _, o := range orders {
+		k := layout.HomeShard(o.UserID, len(shards))
+		if !o.Status.Live() && st[k].Loaded {
+			cmds = append(cmds, s.client.B().Hexists().Key(shards[k].Returned).Field(strconv.FormatInt(o.ID, 10)).Build())
+			units = append(units, o.Units())
+		}
+	}
+	var counted []int // the shards each HGET of the count reads
+	for k, sh := range st {
+		if sh.Loaded {
+			cmds = append(cmds, s.client.B().Hget().Key(shards[k].Meta).Field("returned").Build())
+			counted = append(counted, k)
+		}
+	}
+	res := s.client.DoMulti(ctx, cmds...)
+	coming := 0
+	for i, q := range units {
+		done, err := res[i].AsBool()
+		if err != nil {
+			return 0, err
+		}
+		if !done {
+			coming += q
+		}
+	}
+	for i, k := range counted {
+		n, err := res[len(units)+i].AsInt64()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return 0, err
+		}
+		coming += max(int(n-st[k].Returned), 0)
+	}
+	return coming, nil
 }
 
 // keysOf returns the keys of each of a voucher's shards as its local state

@@ -25,6 +25,11 @@ type VoucherStore interface {
 	// its stock) and its closed orders whose returns are pending, from one
 	// snapshot: what Redis is reloaded from.
 	VoucherSnapshot(ctx context.Context, id int64) (*flashsale.Voucher, []flashsale.Order, error)
+	// ReloadSnapshot is what a reload reads, in one snapshot: the row,
+	// the live orders, the closed ones whose returns are pending or whose
+	// ids are in stream (the voucher's Redis stream), and the orders placed
+	// with an idempotency key.
+	ReloadSnapshot(ctx context.Context, id int64, stream []int64) (v *flashsale.Voucher, orders, keyed []flashsale.Order, err error)
 	// FindOrder returns a persisted order.
 	FindOrder(ctx context.Context, id int64) (*flashsale.Order, error)
 	// PersistOrders stores accepted orders, idempotently, as the consumer

@@ -1,10 +1,8 @@
 package async
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -41,7 +39,7 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 	if err := s.db.CreateVoucher(ctx, v); err != nil {
 		return err
 	}
-	if err := s.loadRedis(ctx, v, nil); err != nil {
+	if err := s.loadRedis(ctx, v, snapshot{}); err != nil {
 		s.undoCreate(ctx, v)
 		return unavailable(fmt.Sprintf("create voucher %d: load into Redis (the voucher was not created)", v.ID), err)
 	}
@@ -158,155 +156,6 @@ func (s *Service) static(ctx context.Context, id int64) (flashsale.Voucher, erro
 	}
 	s.statics.Store(id, *v)
 	return *v, nil
-}
-
-// Reload loads a voucher from MySQL into Redis if it is missing there:
-// its sale window, the stock MySQL has left, its buyers and the orders
-// still in its stream. It is idempotent and safe beside other instances.
-// It returns EEnded for a sale that is over, ENotFound for a voucher MySQL
-// does not have, and EUnavailable when ctx ends first (the load goes on).
-func (s *Service) Reload(ctx context.Context, voucherID int64) error {
-	load := s.loads.DoChan(strconv.FormatInt(voucherID, 10), func() (any, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
-		defer cancel()
-		return nil, s.reload(ctx, voucherID)
-	})
-	select {
-	case r := <-load:
-		return r.Err
-	case <-ctx.Done():
-		return unavailable(fmt.Sprintf("reload voucher %d", voucherID), ctx.Err())
-	}
-}
-
-// reload is Reload without the sharing.
-func (s *Service) reload(ctx context.Context, voucherID int64) error {
-	if v, err := s.static(ctx, voucherID); err == nil && v.ShardCount() > 1 {
-		return s.reloadShards(ctx, &v)
-	}
-	vk := s.keys.Voucher(voucherID)
-	n, err := s.client.Do(ctx, s.client.B().Exists().Key(vk.Meta).Build()).AsInt64()
-	if err != nil {
-		return unavailable(fmt.Sprintf("reload voucher %d", voucherID), err)
-	}
-	if n == 1 {
-		return nil
-	}
-	// A sale that is over is not loaded again: its keys were retired (or
-	// lost) and MySQL answers for it.
-	if v, err := s.static(ctx, voucherID); err != nil || !time.Now().Before(v.EndTime) {
-		return cmp.Or(err, refusal(flashsale.EEnded, 0))
-	}
-	// One snapshot: the remaining stock and the orders that took the rest.
-	v, orders, err := s.db.VoucherSnapshot(ctx, voucherID)
-	if err != nil {
-		return err
-	}
-	if err := s.loadRedis(ctx, v, orders); err != nil {
-		return unavailable(fmt.Sprintf("reload voucher %d", voucherID), err)
-	}
-	s.logLoaded(voucherID, v.Remaining, len(orders))
-	return nil
-}
-
-// loadRedis writes a voucher into Redis (each of its shards when it has
-// several: loadShards): the buyers of orders, then the registry entry,
-// then, atomically and only if it is still missing, the meta hash with the
-// consumer group. The gate sells nothing until the last step, so it never
-// sees half a voucher.
-func (s *Service) loadRedis(ctx context.Context, v *flashsale.Voucher, orders []flashsale.Order) error {
-	if n := v.ShardCount(); n > 1 {
-		shards := s.keys.Shards(v.ID, n)
-		all := make([]int, n)
-		for k := range all {
-			all[k] = k
-		}
-		return s.loadShards(ctx, v, shards, all, v.Remaining, orders)
-	}
-	return s.loadKeys(ctx, s.keys.Voucher(v.ID), v, orders, v.Remaining, v.Stock)
-}
-
-// loadKeys loads one set of a voucher's keys (the voucher's, or one
-// shard's) from a snapshot's orders whose buyers they hold: the live
-// orders' buyers, the closed orders whose returns are pending (MySQL's
-// remaining counts them, so their returns must not add them again), the
-// registry entry, then load.lua with the stock remaining and the initial
-// stock.
-func (s *Service) loadKeys(ctx context.Context, vk layout.VoucherKeys, v *flashsale.Voucher, orders []flashsale.Order, remaining, initial int) error {
-	buyers, returned, persisted := snapshotRecords(orders)
-	if err := s.hsetChunked(ctx, vk.Buyers, buyers); err != nil {
-		return err
-	}
-	if err := s.hsetChunked(ctx, vk.Returned, returned); err != nil {
-		return err
-	}
-	// Registered before it can take orders: a consumer may find it before
-	// its stream exists, and waits.
-	if err := s.client.Do(ctx, s.client.B().Sadd().Key(s.keys.Registry()).Member(vk.Body).Build()).Error(); err != nil {
-		return err
-	}
-	window := int64(v.PaymentWindow() / time.Microsecond)
-	args := []string{strconv.Itoa(remaining), strconv.Itoa(initial), layout.Micros(v.BeginTime), layout.Micros(v.EndTime), s.cfg.Group,
-		strconv.Itoa(v.BuyerLimit()), strconv.FormatInt(window, 10), strconv.Itoa(len(persisted))}
-	args = append(args, s.streamPersisted(ctx, vk, persisted)...)
-	return loadScript.Exec(ctx, s.client, []string{vk.Meta, vk.Buyers, vk.Orders, vk.Keyed, vk.Returned}, args).Error()
-}
-
-// snapshotRecords returns, from a snapshot's orders, the buyers hash's
-// fields and values (each buyer's live units and latest order), the
-// returned hash's (closed orders with pending returns), and the set of the
-// live orders' ids.
-func snapshotRecords(orders []flashsale.Order) (buyers, returned []string, persisted map[string]bool) {
-	units, latest := map[int64]int64{}, map[int64]int64{}
-	persisted = map[string]bool{}
-	for _, o := range orders {
-		id := strconv.FormatInt(o.ID, 10)
-		if !o.Status.Live() {
-			returned = append(returned, id, strconv.Itoa(o.Units()))
-			continue
-		}
-		persisted[id] = true
-		units[o.UserID] += int64(o.Units())
-		latest[o.UserID] = max(latest[o.UserID], o.ID)
-	}
-	for u, n := range units {
-		buyers = append(buyers, strconv.FormatInt(u, 10), layout.BuyerValue(n, strconv.FormatInt(latest[u], 10)))
-	}
-	return buyers, returned, persisted
-}
-
-// hsetChunked writes fields and values kv into the hash key, a chunk per
-// command.
-func (s *Service) hsetChunked(ctx context.Context, key string, kv []string) error {
-	for start := 0; start < len(kv); start += 2 * buyersChunk {
-		cmd := s.client.B().Hset().Key(key).FieldValue()
-		chunk := kv[start:min(start+2*buyersChunk, len(kv))]
-		for i := 0; i+1 < len(chunk); i += 2 {
-			cmd = cmd.FieldValue(chunk[i], chunk[i+1])
-		}
-		if err := s.client.Do(ctx, cmd.Build()).Error(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// streamPersisted returns the ids of the orders in the voucher's stream
-// that the snapshot holds already (persisted, not acknowledged yet), for
-// load.lua to pass over. The stream cannot grow while the voucher is not
-// loaded; what leaves it meanwhile is persisted.
-func (s *Service) streamPersisted(ctx context.Context, vk layout.VoucherKeys, persisted map[string]bool) []string {
-	entries, err := s.client.Do(ctx, s.client.B().Xrange().Key(vk.Orders).Start("-").End("+").Build()).AsXRange()
-	if err != nil {
-		return nil // counted as not persisted: fewer units sold, never twice
-	}
-	var ids []string
-	for _, e := range entries {
-		if id := e.FieldValues[layout.FieldOrder]; persisted[id] {
-			ids = append(ids, id)
-		}
-	}
-	return ids
 }
 
 // Backlog returns how many accepted orders are not persisted yet, summed

@@ -133,10 +133,11 @@ func (q Queries) HeldOrders(ctx context.Context, voucherID int64) ([]flashsale.O
 	return q.ordersOf(ctx, voucherID, liveOrders)
 }
 
-// ordersOf returns the voucher's orders that match where, by user id.
-func (q Queries) ordersOf(ctx context.Context, voucherID int64, where string) ([]flashsale.Order, error) {
+// ordersOf returns the voucher's orders that match where (with its
+// placeholders' args), by user id.
+func (q Queries) ordersOf(ctx context.Context, voucherID int64, where string, args ...any) ([]flashsale.Order, error) {
 	op := fmt.Sprintf("orders of voucher %d", voucherID)
-	rows, err := q.r.QueryContext(ctx, "SELECT "+orderColumns+" FROM orders WHERE voucher_id = ? AND ("+where+") ORDER BY user_id, id", voucherID)
+	rows, err := q.r.QueryContext(ctx, "SELECT "+orderColumns+" FROM orders WHERE voucher_id = ? AND ("+where+") ORDER BY user_id, id", append([]any{voucherID}, args...)...)
 	if err != nil {
 		return nil, wrap(op, err)
 	}

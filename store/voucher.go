@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -173,6 +175,49 @@ func (db *DB) VoucherSnapshot(ctx context.Context, id int64) (*flashsale.Voucher
 		return nil, nil, err
 	}
 	return v, orders, nil
+}
+
+// ReloadSnapshot returns what the async gate reloads a voucher from, read
+// in one transaction so it is one snapshot: the voucher's row (Orders
+// left at 0); its live orders, its closed orders whose returns are
+// pending, and its orders among stream (the ids in its Redis stream)
+// whatever their status; and, as keyed, its orders placed with an
+// idempotency key, whatever their status. ENotFound when the voucher does
+// not exist.
+func (db *DB) ReloadSnapshot(ctx context.Context, id int64, stream []int64) (v *flashsale.Voucher, orders, keyed []flashsale.Order, err error) {
+	err = db.Tx(ctx, func(tx *Tx) error {
+		if v, err = tx.Voucher(ctx, id); err != nil {
+			return err
+		}
+		if orders, err = tx.ordersOf(ctx, id, liveOrders+" OR return_pending = 1"); err != nil {
+			return err
+		}
+		have := map[int64]bool{}
+		for _, o := range orders {
+			have[o.ID] = true
+		}
+		for chunk := range slices.Chunk(stream, persistChunk) {
+			args := make([]any, len(chunk))
+			for i, id := range chunk {
+				args[i] = id
+			}
+			streamed, err := tx.ordersOf(ctx, id, "id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", args...)
+			if err != nil {
+				return err
+			}
+			for _, o := range streamed {
+				if !have[o.ID] {
+					orders = append(orders, o)
+				}
+			}
+		}
+		keyed, err = tx.ordersOf(ctx, id, "idempotency_key IS NOT NULL")
+		return err
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return v, orders, keyed, nil
 }
 
 // DeleteVoucherWithoutOrders deletes a voucher that has no orders: the undo

@@ -3,12 +3,24 @@
 -- order: an order already in the returned hash changes nothing, so the
 -- sweep of pending returns may run it again after a crash.
 --
--- KEYS[1] meta hash, KEYS[2] buyers hash, KEYS[3] returned hash
+-- KEYS[1] meta hash, KEYS[2] buyers hash, KEYS[3] returned hash,
+-- KEYS[4] fence
 -- ARGV    order id, user id, quantity for each order: ARGV[3i-2..3i]
 --
 -- Returns the units put back, or -1 when the voucher is not loaded: MySQL's
--- remaining stock, which a load starts from, counts them already.
+-- remaining stock, which a load starts from, counts them already. A load
+-- on its way may hold a snapshot taken before these orders closed, in
+-- which they still hold their units: the fence changes, and load.lua
+-- refuses to write that snapshot (the reload reads MySQL again). Its
+-- values never repeat: Redis's clock in µs, then + 1 per change.
 if redis.call('EXISTS', KEYS[1]) == 0 then
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    redis.call('INCR', KEYS[4])
+  else
+    local t = redis.call('TIME')
+    redis.call('SET', KEYS[4], t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
+  end
+  redis.call('PEXPIRE', KEYS[4], 600000)
   return -1
 end
 local several = (tonumber(redis.call('HGET', KEYS[1], 'limit')) or 1) > 1

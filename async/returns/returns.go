@@ -87,7 +87,7 @@ func (r *Restocker) restock(ctx context.Context, voucherID int64, orders []*flas
 	var execs []rueidis.LuaExec
 	for k, a := range args {
 		if a != nil {
-			execs = append(execs, rueidis.LuaExec{Keys: []string{shards[k].Meta, shards[k].Buyers, shards[k].Returned}, Args: a})
+			execs = append(execs, rueidis.LuaExec{Keys: []string{shards[k].Meta, shards[k].Buyers, shards[k].Returned, shards[k].Fence}, Args: a})
 		}
 	}
 	if r.cfg.MinReplicas > 0 {

@@ -12,8 +12,13 @@
 -- units from the stock, as the gate would have (or what is left). An order
 -- already returned (cancelled or expired before this ack) holds nothing.
 --
+-- While the meta hash is missing, a reload may hold a MySQL snapshot
+-- taken before these orders were persisted, and they leave the stream
+-- now: the fence changes (as return.lua changes it), and load.lua refuses
+-- that snapshot.
+--
 -- KEYS[1] orders stream, KEYS[2] meta hash, KEYS[3] buyers hash,
--- KEYS[4] returned hash
+-- KEYS[4] returned hash, KEYS[5] fence
 -- ARGV[1] consumer group, ARGV[2] n, ARGV[3..2+n] entry ids (none: just
 -- trim), then user id, order id, quantity triples of the orders persisted
 --
@@ -38,6 +43,14 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
       end
     end
   end
+elseif #ARGV > 2 + n then
+  if redis.call('EXISTS', KEYS[5]) == 1 then
+    redis.call('INCR', KEYS[5])
+  else
+    local t = redis.call('TIME')
+    redis.call('SET', KEYS[5], t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
+  end
+  redis.call('PEXPIRE', KEYS[5], 600000)
 end
 
 -- before reports whether stream id a sorts before b.

@@ -19,6 +19,9 @@
 //	                        FieldKey), consumer group DefaultGroup
 //	<prefix>{v<id>}:returned hash: order id → units, the closed orders whose units are back in stock
 //	<prefix>{v<id>}:keyed   hash: "<user>:<idempotency key>" → order id, the orders placed with a key
+//	<prefix>{v<id>}:fence   string: changed by every return that finds the voucher not loaded (expires
+//	                        after 10 minutes); a reload writes its snapshot only if it is as before it
+//	<prefix>{v<id>}:load:<token>:… one reload's buyers, returned and keyed hashes, on their way in (Staging)
 //	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with a DeadKind and a reason
 //	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
 //	<prefix>{v<id>}:tries   hash: entry id → attempts to persist it on its own
@@ -80,6 +83,7 @@ type VoucherKeys struct {
 	Applied                            string // sharded: ids of the moves added to this shard
 	Returned                           string // order id → units put back in stock
 	Keyed                              string // "<user>:<idempotency key>" → order id
+	Fence                              string // changed by a return while the keys are not loaded
 	// Body is what the hash tag's braces hold after "v": the voucher's id,
 	// or a shard's "<id>.<n>"; it is also the voucher's registry member.
 	Body string
@@ -111,9 +115,18 @@ func (k Keyspace) Tagged(body string) VoucherKeys {
 		Applied:  tag + "applied",
 		Returned: tag + "returned",
 		Keyed:    tag + "keyed",
+		Fence:    tag + "fence",
 		Body:     body,
 		Slot:     hashslot.Of(tag),
 	}
+}
+
+// Staging returns the keys one reload (named by token) writes its
+// snapshot's buyers, returned and keyed hashes to, in the voucher's slot,
+// before load.lua takes them in or drops them.
+func (vk VoucherKeys) Staging(token string) (buyers, returned, keyed string) {
+	tag := strings.TrimSuffix(vk.Meta, "meta") + "load:" + token + ":"
+	return tag + "buyers", tag + "returned", tag + "keyed"
 }
 
 // Registry returns the key of the set of vouchers whose streams the

@@ -164,7 +164,7 @@ func Ack(ctx context.Context, client rueidis.Client, vk VoucherKeys, group strin
 	for _, o := range orders {
 		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10), strconv.Itoa(o.Units()))
 	}
-	v, err := ackScript.Exec(ctx, client, []string{vk.Orders, vk.Meta, vk.Buyers, vk.Returned}, args).AsIntSlice()
+	v, err := ackScript.Exec(ctx, client, []string{vk.Orders, vk.Meta, vk.Buyers, vk.Returned, vk.Fence}, args).AsIntSlice()
 	if err != nil {
 		return 0, err
 	}

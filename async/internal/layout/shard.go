@@ -120,28 +120,36 @@ func ShardCount(ctx context.Context, client rueidis.Client, k Keyspace, voucherI
 type ShardState struct {
 	Loaded bool
 	Stock  int64
-	Moves  map[string]string // the journal: move id → "<to body>:<units>"
+	// Returned is the units of closed orders put back on the shard so
+	// far (meta's returned), read with Stock.
+	Returned int64
+	Moves    map[string]string // the journal: move id → "<to body>:<units>"
 }
 
 // ReadShards reads every shard's stock and journal in one pipeline.
 func ReadShards(ctx context.Context, client rueidis.Client, shards []VoucherKeys) ([]ShardState, error) {
 	cmds := make(rueidis.Commands, 0, 2*len(shards))
 	for _, vk := range shards {
-		cmds = append(cmds, client.B().Hget().Key(vk.Meta).Field(FieldStock).Build(), client.B().Hgetall().Key(vk.Moves).Build())
+		cmds = append(cmds, client.B().Hmget().Key(vk.Meta).Field(FieldStock, "returned").Build(), client.B().Hgetall().Key(vk.Moves).Build())
 	}
 	res := client.DoMulti(ctx, cmds...)
 	out := make([]ShardState, len(shards))
 	for i := range shards {
-		stock, err := res[2*i].AsInt64()
+		fields, err := res[2*i].ToArray()
+		if err != nil {
+			return nil, err
+		}
+		stock, err := fields[0].AsInt64()
 		loaded := err == nil
 		if err != nil && !rueidis.IsRedisNil(err) {
 			return nil, err
 		}
+		returned, _ := fields[1].AsInt64() // absent: none yet
 		moves, err := res[2*i+1].AsStrMap()
 		if err != nil {
 			return nil, err
 		}
-		out[i] = ShardState{Loaded: loaded, Stock: stock, Moves: moves}
+		out[i] = ShardState{Loaded: loaded, Stock: stock, Returned: returned, Moves: moves}
 	}
 	return out, nil
 }
