@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
+	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/async/reconcile"
 )
 
@@ -16,10 +18,12 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 	var (
 		backendsCfg backendFlags
 		logs        logFlags
+		durability  durabilityFlags // how durably the half-done returns it finishes are written
 	)
 	fs := flag.NewFlagSet("flashsale reconcile", flag.ContinueOnError)
 	backendsCfg.registerServers(fs)
 	logs.register(fs)
+	durability.register(fs)
 	voucher := fs.Int64("voucher", 0, "reconcile only this voucher (default: every voucher in MySQL)")
 	fix := fs.Bool("fix", false, "repair what is safe to repair (re-queue lost orders, give back the stock of dead-lettered ones MySQL had stock for)")
 	return &ffcli.Command{
@@ -27,12 +31,13 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 		ShortUsage: "flashsale reconcile --redis URL --db URL [--voucher ID] [--fix]",
 		ShortHelp:  "compare the async pipeline's Redis state with MySQL, per voucher",
 		LongHelp: "Compares, per voucher, the Redis buyers and stock with the MySQL orders and stock " +
-			"(and the orders still in the stream or dead-lettered), prints every difference, and with " +
+			"(and the orders still in the stream or dead-lettered), with --fix finishes half-done returns too (as durably as " +
+			"--durability says, as serve's does); it prints every difference, and with " +
 			"--fix repairs the safe ones. Exits non-zero while differences remain unrepaired.",
 		FlagSet: fs,
 		Options: envOptions(),
 		Exec: noArgs(func(ctx context.Context) error {
-			if err := needServers("reconcile", backendsCfg); err != nil {
+			if err := cmp.Or(needServers("reconcile", backendsCfg), durability.validate()); err != nil {
 				return usage(err)
 			}
 			if *voucher < 0 {
@@ -44,7 +49,8 @@ func reconcileCommand(stdout, stderr io.Writer) *ffcli.Command {
 				return err
 			}
 			defer b.Close()
-			r := reconcile.New(b.redis, b.db, reconcile.Config{Prefix: b.prefix, Logger: log})
+			r := reconcile.New(b.redis, b.db, reconcile.Config{Prefix: b.prefix, Logger: log,
+				Returns: async.Returns(b.redis, async.Config{Prefix: b.prefix, Durability: durability.config()})})
 			reports, err := reconcileVouchers(ctx, r, *voucher, *fix)
 			if err != nil {
 				return err

@@ -134,7 +134,7 @@ func newSyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services,
 	// orders of every voucher in the database, and an async voucher's
 	// units go back into the gate's stock (a voucher the gate does not hold
 	// is left alone there).
-	restock, err := withFaults(async.Returns(b.redis, async.Config{Prefix: b.prefix}))
+	restock, err := withFaults(async.Returns(b.redis, async.Config{Prefix: b.prefix, Durability: cfg.durability.config()}))
 	if err != nil {
 		locks.Close()
 		return nil, err
