@@ -50,13 +50,28 @@ func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) er
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, o.ID, o.VoucherID, o.UserID, o.Units(), string(status),
 		nullTime(o.PayBy), nullString(o.IdempotencyKey), dbTime(t), dbTime(t))
 	if isDuplicate(err) {
-		return fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EDuplicateOrder, "order %d exists already", o.ID), err)
+		return tx.duplicate(ctx, o, err)
 	}
 	if err != nil {
 		return wrap(fmt.Sprintf("insert order %d", o.ID), err)
 	}
 	o.Status, o.Quantity, o.CreatedAt, o.UpdatedAt = status, o.Units(), t, t
 	return nil
+}
+
+// ErrKeyTaken is in the chain of InsertOrder's error when another order
+// holds the order's idempotency key (for its voucher and user): the
+// caller answers with that order (FindOrderByKey).
+var ErrKeyTaken = errors.New("store: another order holds the idempotency key")
+
+// duplicate returns InsertOrder's error for a unique violation: the
+// order's id taken, or (when no order has its id) its idempotency key.
+func (tx *Tx) duplicate(ctx context.Context, o *flashsale.Order, err error) error {
+	var n int
+	if qerr := tx.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE id = ?", o.ID).Scan(&n); qerr == nil && n == 0 && o.IdempotencyKey != "" {
+		return fmt.Errorf("%w: %w: %w", flashsale.Errorf(flashsale.EDuplicateOrder, "an order was placed with this Idempotency-Key already"), ErrKeyTaken, err)
+	}
+	return fmt.Errorf("%w: %w", flashsale.Errorf(flashsale.EDuplicateOrder, "order %d exists already", o.ID), err)
 }
 
 // orderColumns are the columns scanOrder reads, in order.

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,6 +178,25 @@ func TestAuditCountsDuplicateBuyers(t *testing.T) {
 		want := flashsale.Audit{Stock: 10, Remaining: 10, Orders: 6, Units: 6, DistinctBuyers: 3, DuplicateBuyers: 2}
 		if err != nil || a != want {
 			t.Errorf("AuditVoucher = %+v, %v; want %+v", a, err, want)
+		}
+	})
+}
+
+// TestInsertOrderTellsATakenKeyFromATakenID: an insert refused by the
+// idempotency key's unique index is ErrKeyTaken, not "order exists
+// already" (issue 32); one refused by its id is not ErrKeyTaken.
+func TestInsertOrderTellsATakenKeyFromATakenID(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		if err := db.InsertOrder(t.Context(), &flashsale.Order{ID: 1, VoucherID: 1, UserID: 10, IdempotencyKey: "k"}, 3); err != nil {
+			t.Fatal(err)
+		}
+		err := db.InsertOrder(t.Context(), &flashsale.Order{ID: 2, VoucherID: 1, UserID: 10, IdempotencyKey: "k"}, 3)
+		if !errors.Is(err, ErrKeyTaken) || strings.Contains(err.Error(), "exists already") {
+			t.Errorf("insert with a taken key: %v; want ErrKeyTaken", err)
+		}
+		err = db.InsertOrder(t.Context(), &flashsale.Order{ID: 1, VoucherID: 1, UserID: 10, IdempotencyKey: "other"}, 3)
+		if errors.Is(err, ErrKeyTaken) || flashsale.ErrorCode(err) != flashsale.EDuplicateOrder {
+			t.Errorf("insert with a taken id: %v; want duplicate_order, not ErrKeyTaken", err)
 		}
 	})
 }

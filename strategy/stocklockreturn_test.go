@@ -93,3 +93,44 @@ func TestStocklockLosesNoUnitWhenTheBuyerHangsUp(t *testing.T) {
 		t.Fatalf("remaining %d + units %d of live orders != stock %d: the hung-up buyer's unit is lost", a.Remaining, a.Units, a.Stock)
 	}
 }
+
+// TestKeyedRetryRacingTheFirstGetsItsOrder: a retry with the first
+// request's Idempotency-Key that runs while the first still does (it
+// outlived the idempotency lease) gets the first's order, not
+// duplicate_order naming an order of its own that does not exist (issue
+// 32).
+//
+// It failed before the fix: the retry's insert hit the key's unique
+// index, which InsertOrder answered "order <the retry's id> exists
+// already".
+func TestKeyedRetryRacingTheFirstGetsItsOrder(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// Every hold sleeps between reading the stock and writing it, so
+	// both requests pass the lookup by key before either inserts.
+	s, err := strategy.New("stocklock", strategy.Config{DB: f.db, IDs: f.ids, Locks: f.locks, LockWait: 30 * time.Second,
+		LockLease: 30 * time.Second, Pause: 500 * time.Millisecond, PauseEvery: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := f.windowVoucher(t, 5, time.Minute, 3)
+	req := flashsale.OrderRequest{VoucherID: v.ID, UserID: 1, IdempotencyKey: "k"}
+	type answer struct {
+		o   *flashsale.Order
+		err error
+	}
+	answers := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			o, err := s.PlaceOrder(ctx, req)
+			answers <- answer{o, err}
+		}()
+	}
+	a, b := <-answers, <-answers
+	if a.err != nil || b.err != nil || a.o.ID != b.o.ID {
+		t.Fatalf("two requests with one key: %+v, %+v; want one order, twice", a, b)
+	}
+	if au, err := f.db.AuditVoucher(ctx, v.ID); err != nil || au.Orders != 1 || au.Remaining != 4 {
+		t.Fatalf("audit %+v, %v; want 1 order, 4 left", au, err)
+	}
+}

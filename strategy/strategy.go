@@ -145,8 +145,10 @@ func newStrategy(name string, b *base) (flashsale.OrderService, error) {
 
 // keyed answers a request whose idempotency key placed an order already
 // with that order: a retry after the instance that placed it died before it
-// answered (see package idempotency). The key's unique index in the store
-// refuses a second order of one key that races past this check.
+// answered (see package idempotency), or a request that outlived its
+// idempotency lease while the retry ran. The key's unique index in the
+// store refuses a second order of one key that races past this check,
+// and the refused one gets the first's order.
 type keyed struct {
 	flashsale.OrderService
 	db *store.DB
@@ -159,7 +161,11 @@ func (s keyed) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*fla
 			return o, err
 		}
 	}
-	return s.OrderService.PlaceOrder(ctx, req)
+	o, err := s.OrderService.PlaceOrder(ctx, req)
+	if errors.Is(err, store.ErrKeyTaken) { // the first request, still running, got there first
+		return s.db.FindOrderByKey(ctx, req.VoucherID, req.UserID, req.IdempotencyKey)
+	}
+	return o, err
 }
 
 // base holds what every strategy shares: the sale-window check on cached
