@@ -183,7 +183,9 @@ func (q *Queue) loadDenyFresh(ctx context.Context) (*compiled, error) {
 const denyRetry = 100 * time.Millisecond
 
 // loadDenyLocked reads the list. The copy's time is taken before the
-// read, so a copy never holds a list older than its time.
+// read, so a copy never holds a list older than its time; and it is kept
+// only if no newer copy was meanwhile (SetDenyList's, which takes no
+// lock): a read that began before a PUT does not undo it.
 func (q *Queue) loadDenyLocked(ctx context.Context) (*compiled, error) {
 	at := time.Now()
 	s, err := q.client.Do(ctx, q.client.B().Get().Key(q.keys.denyList()).Build()).ToString()
@@ -202,6 +204,13 @@ func (q *Queue) loadDenyLocked(ctx context.Context) (*compiled, error) {
 		return nil, fmt.Errorf("admission: the deny list in Redis: %w", err)
 	}
 	c.at = at
-	q.deny.cur.Store(c)
-	return c, nil
+	for {
+		cur := q.deny.cur.Load()
+		if cur != nil && cur.at.After(at) {
+			return cur, nil
+		}
+		if q.deny.cur.CompareAndSwap(cur, c) {
+			return c, nil
+		}
+	}
 }

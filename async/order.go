@@ -32,9 +32,10 @@ const (
 // when Redis does not answer. A request whose idempotency key placed an
 // order already gets that order. A voucher missing from Redis is reloaded
 // from MySQL, then the order is tried once more. Refusals for a voucher
-// that is sold out, ended or not started are remembered for a while
-// (Config.VerdictTTL, shorter for sold out with a payment window) and
-// answered without Redis.
+// that is sold out, ended or not started are remembered for
+// Config.VerdictTTL and answered without Redis (not to a request with an
+// idempotency key); a sell-out is forgotten at once when a return of the
+// voucher is announced (WatchReturns).
 func (s *Service) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
 	switch {
 	case req.VoucherID <= 0:
