@@ -2,6 +2,7 @@ package async
 
 import (
 	"context"
+	_ "embed" // unacked.lua
 	"fmt"
 	"strconv"
 	"time"
@@ -156,10 +157,17 @@ func (s *Service) loadShards(ctx context.Context, v *flashsale.Voucher, shards [
 	return nil
 }
 
+var (
+	//go:embed unacked.lua
+	unackedLua    string
+	unackedScript = rueidis.NewLuaScriptReadOnly(unackedLua)
+)
+
 // reloadShards loads the shards of a voucher missing from Redis (all of
 // them after Redis lost its data, or one node's in a cluster). The units
 // they get are MySQL's remaining stock less what the shards still loaded
-// hold: their stock, their orders not persisted yet, the units in their
+// hold: their stock, the units of their orders not persisted yet (not
+// acknowledged: unacked.lua), the units in their
 // journals, and the returns that come to them after their stock was read
 // (returnsToCome). Redis is read before MySQL, so an order persisted in
 // between is counted twice, never missed: the estimate errs towards
@@ -178,7 +186,7 @@ func (s *Service) reloadShards(ctx context.Context, v *flashsale.Voucher) error 
 			missing, lost = append(missing, k), append(lost, shards[k])
 			continue
 		}
-		backlog, _, err := layout.StreamBacklog(ctx, s.client, shards[k], s.cfg.Group)
+		backlog, err := unackedScript.Exec(ctx, s.client, []string{shards[k].Orders}, []string{s.cfg.Group}).AsInt64()
 		if err != nil {
 			return unavailable(fmt.Sprintf("reload voucher %d", v.ID), err)
 		}
