@@ -27,7 +27,7 @@ import (
 // alone. docs/testing.md says how to run more.
 var (
 	modelSeed = flag.Int64("model.seed", 0, "TestModel: replay only the sequence of this seed")
-	modelRuns = flag.Int("model.runs", 60, "TestModel: how many sequences to run")
+	modelRuns = flag.Int("model.runs", 40, "TestModel: how many sequences to run")
 )
 
 // modelWorkers run sequences at once, each on a prefix and a database of
@@ -89,6 +89,7 @@ type modelRun struct {
 	orders []*flashsale.Order          // every order the gate accepted
 	keys   map[string]*flashsale.Order // "<user>:<key>" → the key's first order
 	lost   bool                        // a loss of keys happened: orders in the stream may be gone
+	mu     sync.Mutex                  // guards trace (racing steps log at once)
 	trace  []string
 }
 
@@ -116,12 +117,18 @@ func (m *modelWorld) run(seed int64) {
 // fail reports a broken invariant with the seed and the steps that led to it.
 func (r *modelRun) fail(format string, args ...any) bool {
 	r.T.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.T.Errorf("model seed %d (replay: go test -run 'TestModel$' ./async/ -model.seed=%d): %s\nsteps:\n  %s",
 		r.seed, r.seed, fmt.Sprintf(format, args...), strings.Join(r.trace, "\n  "))
 	return false
 }
 
-func (r *modelRun) log(format string, args ...any) { r.trace = append(r.trace, fmt.Sprintf(format, args...)) }
+func (r *modelRun) log(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trace = append(r.trace, fmt.Sprintf(format, args...))
+}
 
 // step runs one random operation.
 func (r *modelRun) step() {
@@ -157,8 +164,10 @@ func (r *modelRun) step() {
 		r.move()
 	case n < 85:
 		r.lose(r.rng.IntN(len(r.shards)), r.rng.IntN(2) == 0)
-	case n < 93:
+	case n < 88:
 		r.reload()
+	case n < 93:
+		r.racing()
 	default:
 		rep, err := r.rec.Repair(ctx, r.v.ID)
 		r.log("reconcile --fix: %v %v", kinds(rep), err)
@@ -194,8 +203,8 @@ func (r *modelRun) order() {
 }
 
 func (r *modelRun) withOrder(f func(o *flashsale.Order)) {
-	if len(r.orders) > 0 {
-		f(r.orders[r.rng.IntN(len(r.orders))])
+	if o := r.pick(); o != nil {
+		f(o)
 	}
 }
 
@@ -265,6 +274,42 @@ func (r *modelRun) reload() {
 	}
 	wg.Wait()
 	r.log("two reloads at once: %v %v", code(errs[0]), code(errs[1]))
+}
+
+// racing runs a reload (after a loss of one shard's keys, or of all)
+// at the same time as a cancel, an expiry, an order or a consumer run: the
+// interleaving is the scheduler's, so a seed that fails here may need a
+// few replays.
+func (r *modelRun) racing() {
+	r.lose(r.rng.IntN(len(r.shards)), r.rng.IntN(2) == 0)
+	var other func()
+	switch r.rng.IntN(4) {
+	case 0:
+		o := r.pick()
+		if o == nil {
+			return
+		}
+		other = func() { _, _ = r.Svc.CancelOrder(context.Background(), o.ID, o.UserID) }
+	case 1:
+		r.clock += 11 * time.Minute
+		other = func() { _ = r.life.ExpireDue(context.Background(), lifecycle.ExpirerConfig{}) }
+	case 2:
+		other = r.order
+	default:
+		other = r.consume
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { r.log("racing reload: %v", code(r.other.Reload(context.Background(), r.v.ID))) })
+	wg.Go(other)
+	wg.Wait()
+}
+
+// pick returns a random order the gate accepted, nil when none.
+func (r *modelRun) pick() *flashsale.Order {
+	if len(r.orders) == 0 {
+		return nil
+	}
+	return r.orders[r.rng.IntN(len(r.orders))]
 }
 
 // settle drains the consumer, sweeps the returns and reconciles: then no
