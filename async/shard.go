@@ -2,7 +2,6 @@ package async
 
 import (
 	"context"
-	_ "embed" // unacked.lua
 	"fmt"
 	"strconv"
 	"time"
@@ -157,17 +156,11 @@ func (s *Service) loadShards(ctx context.Context, v *flashsale.Voucher, shards [
 	return nil
 }
 
-var (
-	//go:embed unacked.lua
-	unackedLua    string
-	unackedScript = rueidis.NewLuaScriptReadOnly(unackedLua)
-)
-
 // reloadShards loads the shards of a voucher missing from Redis (all of
 // them after Redis lost its data, or one node's in a cluster). The units
 // they get are MySQL's remaining stock less what the shards still loaded
 // hold: their stock, the units of their orders not persisted yet (not
-// acknowledged: unacked.lua), the units in their
+// acknowledged: layout.Unacked), the units in their
 // journals, and the returns that come to them after their stock was read
 // (returnsToCome). Redis is read before MySQL, so an order persisted in
 // between is counted twice, never missed: the estimate errs towards
@@ -186,9 +179,13 @@ func (s *Service) reloadShards(ctx context.Context, v *flashsale.Voucher) error 
 			missing, lost = append(missing, k), append(lost, shards[k])
 			continue
 		}
-		backlog, err := unackedScript.Exec(ctx, s.client, []string{shards[k].Orders}, []string{s.cfg.Group}).AsInt64()
+		unacked, err := layout.Unacked(ctx, s.client, shards[k], s.cfg.Group)
 		if err != nil {
 			return unavailable(fmt.Sprintf("reload voucher %d", v.ID), err)
+		}
+		backlog := int64(0)
+		for _, q := range unacked {
+			backlog += q
 		}
 		held += int(sh.Stock + backlog + layout.JournalUnits(sh.Moves))
 	}

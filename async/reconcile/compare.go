@@ -151,7 +151,7 @@ func (r *Reconciler) checkRegistered(ctx context.Context, vk layout.VoucherKeys,
 	if err != nil || ok {
 		return err
 	}
-	unacked, err := unackedScript.Exec(ctx, r.client, []string{vk.Orders}, []string{r.group}).AsStrSlice()
+	unacked, err := layout.Unacked(ctx, r.client, vk, r.group)
 	if err != nil || len(unacked) == 0 {
 		return err
 	}

@@ -117,14 +117,12 @@ func (r *Reconciler) readRedis(ctx context.Context, vk layout.VoucherKeys) (redi
 			break
 		}
 	}
-	unacked, err := unackedScript.Exec(ctx, r.client, []string{vk.Orders}, []string{r.group}).AsStrSlice()
+	unacked, err := layout.Unacked(ctx, r.client, vk, r.group)
 	if err != nil {
 		return rs, err
 	}
-	for _, o := range unacked {
-		if id, err := strconv.ParseInt(o, 10, 64); err == nil {
-			rs.inFlight[id] = true
-		}
+	for id := range unacked {
+		rs.inFlight[id] = true
 	}
 	start := "-"
 	for {

@@ -54,8 +54,6 @@ type AuditStore interface {
 // still records the order it is about, so running it twice, or beside the
 // live pipeline, does no harm.
 var (
-	//go:embed unacked.lua
-	unackedLua string
 	//go:embed requeue.lua
 	requeueLua string
 	//go:embed restore.lua
@@ -65,7 +63,6 @@ var (
 	//go:embed retire.lua
 	retireLua string
 
-	unackedScript = rueidis.NewLuaScriptReadOnly(unackedLua)
 	requeueScript = rueidis.NewLuaScript(requeueLua)
 	restoreScript = rueidis.NewLuaScript(restoreLua)
 	repointScript = rueidis.NewLuaScript(repointLua)

@@ -6,15 +6,18 @@
 -- KEYS[1] orders stream
 -- ARGV[1] consumer group
 --
--- Returns a flat list of order ids.
+-- Returns a flat list of order ids and their quantities (field q,
+-- absent: 1).
 local out = {}
 local function add(entries)
   for _, e in ipairs(entries) do
-    local f = e[2]
+    local f, order, q = e[2], nil, 1
     for i = 1, #f, 2 do
-      if f[i] == 'o' then
-        out[#out + 1] = f[i + 1]
-      end
+      if f[i] == 'o' then order = f[i + 1] elseif f[i] == 'q' then q = tonumber(f[i + 1]) end
+    end
+    if order then
+      out[#out + 1] = order
+      out[#out + 1] = q
     end
   end
 end
