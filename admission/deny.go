@@ -204,13 +204,19 @@ func (q *Queue) loadDenyLocked(ctx context.Context) (*compiled, error) {
 		return nil, fmt.Errorf("admission: the deny list in Redis: %w", err)
 	}
 	c.at = at
+	return q.keepDeny(c), nil
+}
+
+// keepDeny makes c the instance's copy of the deny list unless the copy
+// it has is newer, and returns the copy it keeps.
+func (q *Queue) keepDeny(c *compiled) *compiled {
 	for {
 		cur := q.deny.cur.Load()
-		if cur != nil && cur.at.After(at) {
-			return cur, nil
+		if cur != nil && cur.at.After(c.at) {
+			return cur
 		}
 		if q.deny.cur.CompareAndSwap(cur, c) {
-			return c, nil
+			return c
 		}
 	}
 }
