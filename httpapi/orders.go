@@ -82,8 +82,8 @@ func orderRequest(w http.ResponseWriter, r *http.Request, userID int64) (flashsa
 	}
 	if keys := r.Header.Values("Idempotency-Key"); len(keys) > 0 {
 		key := strings.TrimSpace(keys[0])
-		if len(keys) > 1 || key == "" || len(key) > flashsale.MaxIdempotencyKeyBytes {
-			return flashsale.OrderRequest{}, flashsale.Errorf(flashsale.EInvalid, "Idempotency-Key must be one value of 1 to %d bytes", flashsale.MaxIdempotencyKeyBytes)
+		if len(keys) > 1 || key == "" || len(key) > flashsale.MaxIdempotencyKeyBytes || !visibleASCII(key) {
+			return flashsale.OrderRequest{}, flashsale.Errorf(flashsale.EInvalid, "Idempotency-Key must be one value of 1 to %d bytes of visible ASCII (0x21 to 0x7E: no spaces, controls or other bytes)", flashsale.MaxIdempotencyKeyBytes)
 		}
 		req.IdempotencyKey = key
 	}
@@ -95,6 +95,18 @@ func orderRequest(w http.ResponseWriter, r *http.Request, userID int64) (flashsa
 		req.Pass = pass
 	}
 	return req, nil
+}
+
+// visibleASCII reports whether every byte of s is visible ASCII (0x21 to
+// 0x7E): a key is then compared the same way by Redis, the gate and
+// MySQL, whatever their collations.
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7E {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
