@@ -1,8 +1,12 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flashsale/flashsale"
 )
@@ -37,4 +41,26 @@ func TestIdempotencyKeyVisibleASCII(t *testing.T) {
 		wantRefusal(t, api.order(api.userToken(9), vid, "", "Idempotency-Key", key), http.StatusBadRequest, flashsale.EInvalid)
 	}
 	wantOrder(t, api.order(api.userToken(9), vid, "", "Idempotency-Key", "!~azAZ09-_."), 1, "created")
+}
+
+// TestReadyIsCheapAndTerse: /readyz, which anyone may call, checks the
+// dependencies at most once a second however often it is asked, and
+// shows no detail of them (issue 33: it showed the backlog, and ran a Lua
+// call per voucher per request).
+func TestReadyIsCheapAndTerse(t *testing.T) {
+	var calls atomic.Int64
+	api := newTestAPI(t, apiOptions{ready: func(context.Context) (map[string]any, error) {
+		calls.Add(1)
+		return map[string]any{"backlog": 3}, nil
+	}})
+	start := time.Now()
+	for range 200 {
+		res, body := api.raw("GET", "/readyz", "", "")
+		if res.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"status":"ready"}` {
+			t.Fatalf("readyz: %d %s", res.StatusCode, body)
+		}
+	}
+	if n, most := calls.Load(), int64(time.Since(start)/time.Second)+1; n > most {
+		t.Fatalf("200 requests in %v checked the dependencies %d times; want at most %d", time.Since(start), n, most)
+	}
 }

@@ -26,8 +26,9 @@ type Limiter interface {
 
 var _ Limiter = (*ratelimit.Limiter)(nil)
 
-// ReadyFunc reports whether the service's dependencies answer. The details
-// (for example the async backlog) are shown in the /readyz body either way.
+// ReadyFunc reports whether the service's dependencies answer. /readyz
+// shows neither its details nor its error (they are logged): anyone may
+// call it.
 type ReadyFunc func(ctx context.Context) (details map[string]any, err error)
 
 // Server holds what the handlers need. Vouchers, Orders and Auth are
@@ -58,6 +59,8 @@ type Server struct {
 	// Admission is the waiting room and the deny list; without it the
 	// queue and deny list routes answer unavailable, and nobody is denied.
 	Admission Admission
+
+	ready readyCache // readiness.go
 }
 
 // now returns the server's time.
@@ -166,27 +169,6 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	body := map[string]any{"status": "ready"}
-	if s.Ready == nil {
-		writeJSON(w, http.StatusOK, body)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	details, err := s.Ready(ctx)
-	for k, v := range details {
-		body[k] = v
-	}
-	if err != nil {
-		body["status"] = "unavailable"
-		body["error"] = map[string]string{"code": flashsale.EUnavailable, "message": err.Error()}
-		writeJSON(w, http.StatusServiceUnavailable, body)
-		return
-	}
-	writeJSON(w, http.StatusOK, body)
 }
 
 // bearer returns the request's bearer token.
