@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -52,8 +54,11 @@ func (tx *Tx) payOrder(ctx context.Context, p flashsale.Payment, now time.Time) 
 	if err != nil {
 		return nil, false, err
 	}
-	if want := price * int64(o.Units()); p.Amount != want {
-		return nil, false, flashsale.Errorf(flashsale.EInvalid, "amount %d does not match the order's price, %d", p.Amount, want)
+	// Checked: a price stored before MaxPrice (or by hand) must not wrap
+	// around to the amount of a forged payment (2^62 × 4 is 0).
+	overflow, want := bits.Mul64(uint64(price), uint64(o.Units()))
+	if price < 0 || overflow != 0 || want > math.MaxInt64 || p.Amount != int64(want) {
+		return nil, false, flashsale.Errorf(flashsale.EInvalid, "amount %d does not match the order's price, %d × %d cents", p.Amount, price, o.Units())
 	}
 	t := now.UTC().Truncate(flashsale.TimePrecision)
 	_, err = tx.w.ExecContext(ctx, "UPDATE orders SET status = 'paid', payment_id = ?, updated_at = ? WHERE id = ?", p.ID, dbTime(t), o.ID)
