@@ -72,3 +72,70 @@ func TestPriceCapped(t *testing.T) {
 		}
 	})
 }
+
+// wantLiveOrders fails the test unless FindVoucher's Orders and the
+// orders table agree that the voucher has n live orders.
+func wantLiveOrders(t testing.TB, db *DB, voucherID int64, n int) {
+	t.Helper()
+	v, err := db.FindVoucher(t.Context(), voucherID)
+	var counted int
+	if err == nil {
+		err = db.r.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM orders WHERE voucher_id = ? AND "+liveOrders, voucherID).Scan(&counted)
+	}
+	if err != nil || v.Orders != n || counted != n {
+		t.Fatalf("voucher %d: Orders %d, %d counted (%v); want %d", voucherID, v.Orders, counted, err, n)
+	}
+}
+
+// TestVoucherOrdersKeptNotCounted: a voucher's live orders are kept in
+// its row by every transaction that opens or closes an order, so
+// FindVoucher and the lists read no order (issue 33: they counted every
+// order of the voucher on each anonymous GET). On MySQL the orders table
+// is locked by another session meanwhile: a read of it would wait.
+func TestVoucherOrdersKeptNotCounted(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		now := time.Now().UTC()
+		v := newVoucher(1, 2000)
+		v.LimitPerBuyer = 2
+		if err := db.CreateVoucher(t.Context(), v); err != nil {
+			t.Fatal(err)
+		}
+		users := make([]int64, 500)
+		for i := range users {
+			users[i] = int64(i + 1)
+		}
+		persist(t, db, batch(1, users...))                              // 500 created
+		o := awaiting(t, db, 1, 1, now.Add(time.Minute), 601, 602, 603) // 3 awaiting payment
+		insertOrders(t, db, 1, flashsale.StatusCreated, 701)
+		insertOrders(t, db, 1, flashsale.StatusFailed, 702)
+		wantLiveOrders(t, db, 1, 504)
+		if _, _, err := db.CancelOrder(t.Context(), o[0].ID, 601, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExpireDue(t.Context(), now.Add(2*time.Minute), 10); err != nil {
+			t.Fatal(err)
+		}
+		wantLiveOrders(t, db, 1, 501)
+		if db.dialect != MySQL {
+			return
+		}
+		conn, err := db.writer.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(t.Context(), "LOCK TABLES orders WRITE"); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.ExecContext(context.Background(), "UNLOCK TABLES") //nolint:errcheck
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		got, err := db.FindVoucher(ctx, 1)
+		if err != nil || got.Orders != 501 {
+			t.Fatalf("FindVoucher with orders locked: %+v, %v; want 501 orders, read from the voucher's row", got, err)
+		}
+		if page, err := db.FindVouchers(ctx, 0, 10); err != nil || len(page) != 1 || page[0].Orders != 501 {
+			t.Fatalf("FindVouchers with orders locked: %v, %v", page, err)
+		}
+	})
+}

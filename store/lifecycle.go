@@ -157,11 +157,12 @@ func (db *DB) NextDue(ctx context.Context) (time.Time, error) {
 func (tx *Tx) close(ctx context.Context, orders []*flashsale.Order, status flashsale.OrderStatus, now time.Time) error {
 	t := now.UTC().Truncate(flashsale.TimePrecision)
 	ids := make([]int64, len(orders))
-	stock := map[int64]int{}
+	stock, live := map[int64]int{}, map[int64]int{}
 	units := make([]unitChange, len(orders))
 	for i, o := range orders {
 		ids[i] = o.ID
 		stock[o.VoucherID] += o.Units()
+		live[o.VoucherID]++
 		units[i] = unitChange{o.VoucherID, o.UserID, o.Units()}
 	}
 	_, err := tx.w.ExecContext(ctx, "UPDATE orders SET status = ?, return_pending = 1, updated_at = ? WHERE id IN (?"+strings.Repeat(", ?", len(ids)-1)+")",
@@ -171,6 +172,9 @@ func (tx *Tx) close(ctx context.Context, orders []*flashsale.Order, status flash
 	}
 	for _, v := range slices.Sorted(maps.Keys(stock)) {
 		if err := tx.giveStock(ctx, v, stock[v]); err != nil {
+			return err
+		}
+		if err := tx.countLive(ctx, v, -live[v]); err != nil {
 			return err
 		}
 	}
