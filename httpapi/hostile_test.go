@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/httpapi"
 )
 
 // TestIdempotencyKeysDifferingInCase orders twice as one buyer with the
@@ -62,5 +64,72 @@ func TestReadyIsCheapAndTerse(t *testing.T) {
 	}
 	if n, most := calls.Load(), int64(time.Since(start)/time.Second)+1; n > most {
 		t.Fatalf("200 requests in %v checked the dependencies %d times; want at most %d", time.Since(start), n, most)
+	}
+}
+
+// TestJSONFieldNamesExact: a body's field names are exact and given once
+// (issue 33: {"Quantity":1} was taken, and of two "quantity" the last).
+func TestJSONFieldNamesExact(t *testing.T) {
+	api := newTestAPI(t, apiOptions{})
+	vid := api.createSale(5, `"limit_per_buyer":2`)
+	for _, body := range []string{`{"Quantity":1}`, `{"QUANTITY":2}`, `{"quantity":1,"quantity":2}`, `{"quantity":1,"QuAntity":2}`} {
+		wantRefusal(t, api.order(api.userToken(3), vid, body), http.StatusBadRequest, flashsale.EInvalid)
+	}
+	now := time.Now().UTC()
+	good := voucherJSON("ok", 1, now, now.Add(time.Hour))
+	for _, body := range []string{
+		strings.Replace(good, `"title"`, `"Title"`, 1),
+		strings.Replace(good, `"stock":1`, `"stock":1,"stock":100`, 1),
+	} {
+		var eb errorBody
+		wantError(t, api.do("POST", "/api/vouchers", adminToken, body, &eb), eb, http.StatusBadRequest, flashsale.EInvalid)
+	}
+	wantOrder(t, api.order(api.userToken(3), vid, `{"quantity":2}`), 2, "created")
+}
+
+// TestHeadersAndOversizedTokens: every answer says nosniff, and a token
+// over 4 KB is refused before anything parses it.
+func TestHeadersAndOversizedTokens(t *testing.T) {
+	api := newTestAPI(t, apiOptions{})
+	vid := api.createSale(5, "")
+	for _, path := range []string{"/healthz", "/api/vouchers/" + vid, "/nowhere", "/api/vouchers/007"} {
+		if res, _ := api.raw("GET", path, "", ""); res.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s: %d without nosniff", path, res.StatusCode)
+		}
+	}
+	huge := api.userToken(5) + strings.Repeat("A", httpapi.MaxTokenBytes)
+	a := api.order(huge, vid, "")
+	wantRefusal(t, a, http.StatusUnauthorized, flashsale.EUnauthorized)
+	if !strings.Contains(a.Error.Message, "longer") {
+		t.Fatalf("a 4 KB token: %q, want it refused for its length", a.Error.Message)
+	}
+}
+
+// TestWrongAdminGuessesThrottled: wrong admin tokens from one address are
+// rate_limited after a burst; the admin token, and other addresses, are
+// not.
+func TestWrongAdminGuessesThrottled(t *testing.T) {
+	api := newTestAPI(t, apiOptions{trustProxy: true})
+	guess := func(from, token string) int {
+		h := http.Header{"Authorization": {"Bearer " + token}, "Content-Type": {"application/json"}, "X-Forwarded-For": {from}}
+		res, _ := api.send("GET", "/api/denylist", h, nil)
+		return res.StatusCode
+	}
+	limited := 0
+	for i := range 30 {
+		if code := guess("198.51.100.7", fmt.Sprintf("guess-%032d", i)); code == http.StatusTooManyRequests {
+			limited++
+		} else if code != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d, want 401 or 429", i, code)
+		}
+	}
+	if limited < 10 {
+		t.Fatalf("%d of 30 wrong guesses in a moment were throttled; want most", limited)
+	}
+	if code := guess("198.51.100.7", adminToken); code != http.StatusOK {
+		t.Fatalf("the admin token from the guessing address: %d, want 200", code)
+	}
+	if code := guess("198.51.100.8", "another-guess"); code != http.StatusUnauthorized {
+		t.Fatalf("another address's first guess: %d, want 401", code)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/dashboard"
+	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/metrics"
 )
 
@@ -87,7 +88,7 @@ func (o *observer) handler(api http.Handler, authn *auth.Authenticator, openMetr
 	if openMetrics {
 		mux.Handle(metrics.Route, o.m.Handler())
 	}
-	return o.m.Middleware(mux)
+	return o.m.Middleware(httpapi.NoSniff(mux))
 }
 
 // close stops the sampler and the metrics listener.
