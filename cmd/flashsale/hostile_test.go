@@ -1,7 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -20,6 +26,86 @@ func TestInstanceProcessesHoldNoSecretOnTheirCommandLine(t *testing.T) {
 		}
 		if !strings.Contains(strings.Join(env, "\n"), secret) {
 			t.Fatalf("the environment lacks %q", secret)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestServeSurfaces: by default the public listener serves no /metrics,
+// and --metrics-addr no pprof (issue 33: /debug/pprof/cmdline handed out
+// the admin token); --pprof and --public-metrics turn them on. The admin
+// token comes from a file, and a file others may read is warned about.
+func TestServeSurfaces(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "admin.token")
+	if err := os.WriteFile(tokenFile, []byte(serveAdmin+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tokenFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	var logs syncBuffer
+	url, stop := runServe(t, &logs, io.Discard, "--jwt-secret", serveSecret, "--admin-token-file", tokenFile, "--metrics-addr", metricsAddr)
+	for _, tt := range []struct {
+		url  string
+		want int
+	}{
+		{url + "/metrics", http.StatusNotFound},
+		{url + "/debug/pprof/cmdline", http.StatusNotFound},
+		{"http://" + metricsAddr + "/debug/pprof/cmdline", http.StatusNotFound},
+		{"http://" + metricsAddr + "/metrics", http.StatusOK},
+	} {
+		if code := call(t, "GET", tt.url, "", "", nil); code != tt.want {
+			t.Errorf("GET %s: %d, want %d", tt.url, code, tt.want)
+		}
+	}
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(1), nil); code != http.StatusCreated {
+		t.Errorf("create a voucher with the admin token of the file: %d", code)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "readable by others") || !strings.Contains(logs.String(), "--admin-token-file") {
+		t.Errorf("no warning of the admin token file readable by others in:\n%s", logs.String())
+	}
+
+	metricsAddr = freeAddr(t)
+	url, _ = startServe(t, "--metrics-addr", metricsAddr, "--pprof", "--public-metrics")
+	for _, u := range []string{url + "/metrics", "http://" + metricsAddr + "/debug/pprof/cmdline"} {
+		if code := call(t, "GET", u, "", "", nil); code != http.StatusOK {
+			t.Errorf("GET %s with --pprof --public-metrics: %d, want 200", u, code)
+		}
+	}
+	if code := call(t, "GET", url+"/debug/pprof/cmdline", "", "", nil); code != http.StatusNotFound {
+		t.Errorf("pprof on the public listener: %d, want 404", code)
+	}
+}
+
+// TestServeRefusesWeakAdminTokens: an admin token under 32 bytes (the
+// README's old change-me) is refused at start, saying how to make one;
+// so is --pprof without a listener of its own.
+func TestServeRefusesWeakAdminTokens(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--admin-token", "change-me"}, "the admin token must be at least 32 bytes, got 9 (make one: umask 077"},
+		{[]string{"--admin-token", serveAdmin, "--admin-token-file", "x"}, "not both"},
+		{[]string{"--pprof"}, "--pprof needs --metrics-addr"},
+	} {
+		var stderr bytes.Buffer
+		err := run(t.Context(), append([]string{"serve", "--jwt-secret", serveSecret}, tt.args...), io.Discard, &stderr)
+		if err == nil || !strings.Contains(stderr.String()+err.Error(), tt.want) {
+			t.Errorf("serve %v: %v %s; want %q", tt.args, err, stderr.String(), tt.want)
 		}
 	}
 }
