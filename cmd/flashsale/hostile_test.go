@@ -7,8 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // TestInstanceProcessesHoldNoSecretOnTheirCommandLine: the bench's child
@@ -30,19 +31,6 @@ func TestInstanceProcessesHoldNoSecretOnTheirCommandLine(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // TestServeSurfaces: by default the public listener serves no /metrics,
 // and --metrics-addr no pprof (issue 33: /debug/pprof/cmdline handed out
 // the admin token); --pprof and --public-metrics turn them on. The admin
@@ -57,7 +45,7 @@ func TestServeSurfaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	metricsAddr := freeAddr(t)
-	var logs syncBuffer
+	var logs testenv.Buffer
 	url, stop := runServe(t, &logs, io.Discard, "--jwt-secret", serveSecret, "--admin-token-file", tokenFile, "--metrics-addr", metricsAddr)
 	for _, tt := range []struct {
 		url  string
