@@ -132,4 +132,9 @@ func TestWrongAdminGuessesThrottled(t *testing.T) {
 	if code := guess("198.51.100.8", "another-guess"); code != http.StatusUnauthorized {
 		t.Fatalf("another address's first guess: %d, want 401", code)
 	}
+	// GET /api/orders/{id} takes the admin token too: guesses there count.
+	h := http.Header{"Authorization": {"Bearer wrong-guess"}, "X-Forwarded-For": {"198.51.100.7"}}
+	if res, _ := api.send("GET", "/api/orders/1", h, nil); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a guess on an order from the guessing address: %d, want 429", res.StatusCode)
+	}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"net/http"
 	"strconv"
 	"strings"
@@ -148,7 +149,9 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
 	var userID int64
 	if !isAdmin {
 		if userID, err = s.Auth.User(tok); err != nil {
-			s.fail(w, r, err)
+			// Neither the admin's nor a user's: a guess, as on the admin
+			// routes.
+			s.fail(w, r, cmp.Or(s.throttleAdmin(r), err))
 			return
 		}
 	}
