@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/metrics"
 )
 
 // TestInstanceProcessesHoldNoSecretOnTheirCommandLine: the bench's child
@@ -99,5 +101,21 @@ func TestServeRefusesWeakAdminTokens(t *testing.T) {
 		if err == nil || !strings.Contains(stderr.String()+err.Error(), tt.want) {
 			t.Errorf("serve %v: %v %s; want %q", tt.args, err, stderr.String(), tt.want)
 		}
+	}
+}
+
+// TestMetricsListenerTimeouts: the --metrics-addr listener has the main
+// listener's timeouts (it had only ReadHeaderTimeout: a slow client
+// could hold a connection open without end).
+func TestMetricsListenerTimeouts(t *testing.T) {
+	srv, _, err := listenMetrics("127.0.0.1:0", metrics.New(""), false, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopMetrics(srv)
+	main := newHTTPServer(nil, slog.New(slog.DiscardHandler))
+	if srv.ReadTimeout != main.ReadTimeout || srv.WriteTimeout != main.WriteTimeout || srv.IdleTimeout != main.IdleTimeout ||
+		srv.ReadHeaderTimeout != main.ReadHeaderTimeout || srv.MaxHeaderBytes != main.MaxHeaderBytes || srv.ReadTimeout == 0 {
+		t.Fatalf("metrics listener: read %v, write %v, idle %v; want the main listener's", srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
 	}
 }
