@@ -62,7 +62,8 @@ type Server struct {
 	// queue and deny list routes answer unavailable, and nobody is denied.
 	Admission Admission
 
-	ready readyCache // readiness.go
+	ready   readyCache // readiness.go
+	guesses guessBlock // guesses.go
 }
 
 // now returns the server's time.
@@ -200,6 +201,9 @@ func (s *Server) user(r *http.Request) (int64, error) {
 func (s *Server) admin(r *http.Request) error {
 	tok, err := bearer(r)
 	if err != nil {
+		return err
+	}
+	if err := s.guessBlocked(r); err != nil {
 		return err
 	}
 	if s.Auth.IsAdmin(tok) {

@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/metrics"
@@ -46,9 +49,9 @@ func TestServeSurfaces(t *testing.T) {
 	if err := os.Chmod(tokenFile, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr := freeAddr(t)
 	var logs testenv.Buffer
-	url, stop := runServe(t, &logs, io.Discard, "--jwt-secret", serveSecret, "--admin-token-file", tokenFile, "--metrics-addr", metricsAddr)
+	url, stop := runServe(t, &logs, io.Discard, "--jwt-secret", serveSecret, "--admin-token-file", tokenFile, "--metrics-addr", "127.0.0.1:0")
+	metricsAddr := metricsAddrIn(t, logs.String())
 	for _, tt := range []struct {
 		url  string
 		want int
@@ -72,8 +75,9 @@ func TestServeSurfaces(t *testing.T) {
 		t.Errorf("no warning of the admin token file readable by others in:\n%s", logs.String())
 	}
 
-	metricsAddr = freeAddr(t)
-	url, _ = startServe(t, "--metrics-addr", metricsAddr, "--pprof", "--public-metrics")
+	var logs2 testenv.Buffer
+	url, _ = runServe(t, &logs2, io.Discard, "--jwt-secret", serveSecret, "--metrics-addr", "127.0.0.1:0", "--pprof", "--public-metrics")
+	metricsAddr = metricsAddrIn(t, logs2.String())
 	for _, u := range []string{url + "/metrics", "http://" + metricsAddr + "/debug/pprof/cmdline"} {
 		if code := call(t, "GET", u, "", "", nil); code != http.StatusOK {
 			t.Errorf("GET %s with --pprof --public-metrics: %d, want 200", u, code)
@@ -82,6 +86,17 @@ func TestServeSurfaces(t *testing.T) {
 	if code := call(t, "GET", url+"/debug/pprof/cmdline", "", "", nil); code != http.StatusNotFound {
 		t.Errorf("pprof on the public listener: %d, want 404", code)
 	}
+}
+
+// metricsAddrIn returns the address serve's log says its metrics
+// listener took.
+func metricsAddrIn(t *testing.T, log string) string {
+	t.Helper()
+	m := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no metrics listener in the log:\n%s", log)
+	}
+	return m[1]
 }
 
 // TestServeRefusesWeakAdminTokens: an admin token under 32 bytes (the
@@ -117,5 +132,42 @@ func TestMetricsListenerTimeouts(t *testing.T) {
 	if srv.ReadTimeout != main.ReadTimeout || srv.WriteTimeout != main.WriteTimeout || srv.IdleTimeout != main.IdleTimeout ||
 		srv.ReadHeaderTimeout != main.ReadHeaderTimeout || srv.MaxHeaderBytes != main.MaxHeaderBytes || srv.ReadTimeout == 0 {
 		t.Fatalf("metrics listener: read %v, write %v, idle %v; want the main listener's", srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
+	}
+}
+
+// TestDashboardAdminGuessesThrottled: the dashboard's stats show the
+// admin more; wrong tokens there spend the address's guesses as on the
+// admin routes, and a blocked address gets the public view even with the
+// right token.
+func TestDashboardAdminGuessesThrottled(t *testing.T) {
+	url, _ := startServe(t, "--strategy", "conditional")
+	var v struct{ ID string }
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(5), &v); code != http.StatusCreated {
+		t.Fatalf("create voucher: %d", code)
+	}
+	adminView := func(token string) bool {
+		var stats struct{ Voucher map[string]any }
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) { // until the sampler has it
+			code := call(t, "GET", url+"/api/vouchers/"+v.ID+"/stats", token, "", &stats)
+			if code == http.StatusOK {
+				break
+			}
+			if code != http.StatusNotFound || time.Now().After(deadline) {
+				t.Fatalf("stats: %d", code)
+			}
+		}
+		_, ok := stats.Voucher["units"]
+		return ok
+	}
+	if !adminView(serveAdmin) {
+		t.Fatal("the admin token does not show the admin view")
+	}
+	for i := range 30 {
+		if adminView(fmt.Sprintf("guess-%040d", i)) {
+			t.Fatal("a wrong guess showed the admin view")
+		}
+	}
+	if adminView(serveAdmin) {
+		t.Fatal("after 30 wrong guesses in a moment the address still had its token compared")
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/async/consume"
-	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/dashboard"
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/metrics"
@@ -76,14 +75,11 @@ const dashboardPath = "/dashboard"
 
 // handler mounts api with the dashboard (GET / redirects to it) and, with
 // --public-metrics, /metrics, all counted by the metrics middleware.
-func (o *observer) handler(api http.Handler, authn *auth.Authenticator, openMetrics bool) http.Handler {
+func (o *observer) handler(api http.Handler, isAdmin func(*http.Request) bool, openMetrics bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.Handle("GET /{$}", http.RedirectHandler(dashboardPath, http.StatusFound))
-	d := &dashboard.Dashboard{Sampler: o.sampler, Live: o.m.Live(), IsAdmin: func(r *http.Request) bool {
-		tok, err := auth.BearerToken(r.Header.Get("Authorization"))
-		return err == nil && authn.IsAdmin(tok)
-	}, Queues: o.queues}
+	d := &dashboard.Dashboard{Sampler: o.sampler, Live: o.m.Live(), IsAdmin: isAdmin, Queues: o.queues}
 	d.Register(mux)
 	if openMetrics {
 		mux.Handle(metrics.Route, o.m.Handler())

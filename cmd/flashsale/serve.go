@@ -313,7 +313,7 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 
 		PaymentSecret: paymentSecret,
 	}
-	inst.srv = newHTTPServer(inst.obs.handler(inst.answers.wrap(api.Handler()), authn, cfg.openMetrics), log)
+	inst.srv = newHTTPServer(inst.obs.handler(inst.answers.wrap(api.Handler()), api.IsAdmin, cfg.openMetrics), log)
 	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy)
 	go func() {
 		if err := inst.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
