@@ -28,6 +28,19 @@ func TestIdempotencyKeysByteForByte(t *testing.T) {
 		wantResult(t, persist(t, db, orders[:1]), flashsale.OutcomeInserted)
 		wantResult(t, persist(t, db, orders[1:]), flashsale.OutcomeInserted)
 		wantOrders(t, db, 1, 1001, 1002)
+		// Limit 1 with a window: abc, cancelled, then ABC.
+		w := newVoucher(2, 10)
+		w.PaymentWindowSeconds = 60
+		if err := db.CreateVoucher(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+		payBy := time.Now().Add(time.Minute)
+		wantResult(t, persist(t, db, []flashsale.Order{{ID: 2001, VoucherID: 2, UserID: 7, IdempotencyKey: "abc", PayBy: payBy}}), flashsale.OutcomeInserted)
+		if _, _, err := db.CancelOrder(t.Context(), 2001, 7, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		wantResult(t, persist(t, db, []flashsale.Order{{ID: 2002, VoucherID: 2, UserID: 7, IdempotencyKey: "ABC", PayBy: payBy}}), flashsale.OutcomeInserted)
+		wantOrders(t, db, 2, 2002)
 		for _, o := range orders {
 			got, err := db.FindOrder(t.Context(), o.ID)
 			if err != nil || got.IdempotencyKey != o.IdempotencyKey {
