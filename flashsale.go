@@ -118,8 +118,8 @@ func (v *Voucher) Validate() error {
 		return Errorf(EInvalid, "limit_per_buyer must be 1 to %d", MaxLimitPerBuyer)
 	case v.LimitPerBuyer > v.Stock:
 		return Errorf(EInvalid, "limit_per_buyer must be at most the stock (%d)", v.Stock)
-	case v.PayValue < 0 || v.ActualValue < 0:
-		return Errorf(EInvalid, "prices must not be negative")
+	case v.PayValue < 0 || v.ActualValue < 0 || v.PayValue > MaxPrice || v.ActualValue > MaxPrice:
+		return Errorf(EInvalid, "pay_value and actual_value must be 0 to %d cents", int64(MaxPrice))
 	case v.BeginTime.IsZero() || v.EndTime.IsZero():
 		return Errorf(EInvalid, "begin_time and end_time are required")
 	case !inTimeRange(v.BeginTime) || !inTimeRange(v.EndTime):
@@ -196,6 +196,10 @@ func inTimeRange(t time.Time) bool {
 // are dropped when a voucher is stored, so a sale window must be at least
 // this long once they are.
 const TimePrecision = time.Microsecond
+
+// MaxPrice bounds a voucher's prices, in cents (ten billion in the
+// currency): a price times the largest quantity stays far inside 64 bits.
+const MaxPrice = 1_000_000_000_000
 
 // MaxStock bounds a voucher's stock; it keeps counts well inside 32 bits.
 const MaxStock = 100_000_000

@@ -26,6 +26,10 @@ import (
 // than the hash output make brute-forcing a leaked token practical.
 const MinSecretLen = 32
 
+// MinAdminTokenLen is the shortest admin token New accepts: a bearer
+// token guessed online must be out of reach.
+const MinAdminTokenLen = 32
+
 // Authenticator verifies bearer tokens. It is safe for concurrent use.
 type Authenticator struct {
 	secret  []byte
@@ -37,11 +41,15 @@ type Authenticator struct {
 	cache   tokenCache
 }
 
-// New returns an Authenticator for the JWT secret and the admin token. An
-// empty admin token disables the admin routes.
+// New returns an Authenticator for the JWT secret and the admin token
+// (at least MinAdminTokenLen bytes). An empty admin token disables the
+// admin routes.
 func New(secret, adminToken string) (*Authenticator, error) {
 	if len(secret) < MinSecretLen {
 		return nil, fmt.Errorf("auth: the JWT secret must be at least %d bytes", MinSecretLen)
+	}
+	if adminToken != "" && len(adminToken) < MinAdminTokenLen {
+		return nil, fmt.Errorf("auth: the admin token must be at least %d bytes", MinAdminTokenLen)
 	}
 	a := &Authenticator{secret: []byte(secret), admin: []byte(adminToken), now: time.Now}
 	// The parser checks the header, the algorithm and the signature; the
@@ -141,9 +149,16 @@ func (a *Authenticator) sealTag(purpose string, data []byte) []byte {
 	return mac.Sum(nil)[:sealTagLen]
 }
 
-// IsAdmin reports whether token is the admin token, in constant time.
+// IsAdmin reports whether token is the admin token, in constant time,
+// its length included: the SHA-256 digests are compared, which take as
+// long whatever the token's length (ConstantTimeCompare returns at once
+// when the lengths differ).
 func (a *Authenticator) IsAdmin(token string) bool {
-	return len(a.admin) > 0 && subtle.ConstantTimeCompare([]byte(token), a.admin) == 1
+	if len(a.admin) == 0 {
+		return false
+	}
+	got, want := sha256.Sum256([]byte(token)), sha256.Sum256(a.admin)
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // BearerToken extracts the token from an Authorization header value, or

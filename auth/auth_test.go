@@ -15,7 +15,7 @@ const testSecret = "0123456789abcdef0123456789abcdef"
 
 func newAuth(t testing.TB) *Authenticator {
 	t.Helper()
-	a, err := New(testSecret, "admin-token")
+	a, err := New(testSecret, testAdmin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestUserRejects(t *testing.T) {
 		{"sub negative", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "-5", "exp": future}), "subject"},
 		{"no sub", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"exp": future}), "subject"},
 		{"garbage", "not.a.jwt", "not valid"},
-		{"admin token", "admin-token", "not valid"},
+		{"admin token", testAdmin, "not valid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,8 +83,10 @@ func TestIsAdmin(t *testing.T) {
 		token string
 		want  bool
 	}{
-		{"admin-token", true},
-		{"admin-token ", false},
+		{testAdmin, true},
+		{testAdmin + " ", false},
+		{testAdmin[:31], false},
+		{testAdmin + testAdmin, false},
 		{"", false},
 		{userTok, false},
 	}
@@ -103,10 +105,21 @@ func TestIsAdmin(t *testing.T) {
 }
 
 func TestNewRejectsShortSecret(t *testing.T) {
-	if _, err := New("short", "x"); err == nil {
+	if _, err := New("short", testAdmin); err == nil {
 		t.Fatal("New accepted a 5-byte secret")
 	}
 }
+
+// TestNewRejectsShortAdminToken: an admin token must be at least
+// MinAdminTokenLen bytes, out of reach of online guessing.
+func TestNewRejectsShortAdminToken(t *testing.T) {
+	if _, err := New(testSecret, "change-me"); err == nil || !strings.Contains(err.Error(), "at least 32 bytes") {
+		t.Fatalf("New with a 9-byte admin token: %v, want refused", err)
+	}
+}
+
+// the admin token of these tests.
+const testAdmin = "admin-token-admin-token-admin-token"
 
 func TestUserTokenRejectsBadID(t *testing.T) {
 	a := newAuth(t)

@@ -64,7 +64,9 @@ const Assets = "GET /dashboard/"
 func (d *Dashboard) Register(mux *http.ServeMux) {
 	static, _ := fs.Sub(assets, "assets") // the directory is embedded
 	page := func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")
+		// No other site may frame it (clickjacking the admin's view).
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+		w.Header().Set("X-Frame-Options", "DENY")
 		http.ServeFileFS(w, r, static, "index.html")
 	}
 	mux.Handle(Assets, http.StripPrefix("/dashboard/", http.FileServerFS(static)))

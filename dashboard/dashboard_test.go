@@ -68,6 +68,14 @@ func TestEndpoints(t *testing.T) {
 	(&Dashboard{Sampler: s, Live: live, IsAdmin: func(r *http.Request) bool { return r.Header.Get("Authorization") == "admin" }}).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
+	page, err := http.Get(srv.URL + "/dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+	if csp := page.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || page.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("the page may be framed: CSP %q, X-Frame-Options %q", csp, page.Header.Get("X-Frame-Options"))
+	}
 
 	var list struct {
 		Vouchers []struct{ ID, Status string }

@@ -35,7 +35,7 @@ import (
 
 const (
 	secret        = "test-secret-test-secret-test-secret"
-	adminToken    = "admin-secret"
+	adminToken    = "admin-secret-admin-secret-admin-secret"
 	paymentSecret = "whsec-test-payment-secret"
 )
 
@@ -325,7 +325,7 @@ func TestHealthAndReady(t *testing.T) {
 		t.Fatalf("healthz: %d %v", res.StatusCode, health)
 	}
 	var ready map[string]any
-	if res := api.do("GET", "/readyz", "", "", &ready); res.StatusCode != 200 || ready["status"] != "ready" || ready["backlog"] != float64(3) {
+	if res := api.do("GET", "/readyz", "", "", &ready); res.StatusCode != 200 || ready["status"] != "ready" || len(ready) != 1 {
 		t.Fatalf("readyz: %d %v", res.StatusCode, ready)
 	}
 }
@@ -339,7 +339,7 @@ func TestReadyReportsDownDependency(t *testing.T) {
 		Error  struct{ Code, Message string }
 	}
 	res := api.do("GET", "/readyz", "", "", &body)
-	if res.StatusCode != http.StatusServiceUnavailable || body.Status != "unavailable" || body.Error.Code != flashsale.EUnavailable || !strings.Contains(body.Error.Message, "database") {
+	if res.StatusCode != http.StatusServiceUnavailable || body.Status != "unavailable" || body.Error.Code != flashsale.EUnavailable || strings.Contains(body.Error.Message, "refused") {
 		t.Fatalf("readyz with a dependency down: %d %+v", res.StatusCode, body)
 	}
 }

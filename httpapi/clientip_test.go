@@ -25,6 +25,9 @@ func TestClientIP(t *testing.T) {
 		{name: "proxy's entry with a port", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"198.51.100.9:41234"}, want: "198.51.100.9"},
 		{name: "proxy's IPv6 entry with a port", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"[2001:db8::7]:443"}, want: "2001:db8::/64"},
 		{name: "empty last entry falls back to the peer", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"10.0.0.1, "}, want: "192.0.2.1"},
+		{name: "unparsable last entry falls back to the peer", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"10.0.0.1, junk-1"}, want: "192.0.2.1"},
+		{name: "unparsable entry of its own line falls back to the peer", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"198.51.100.9", "999.1.1.1"}, want: "192.0.2.1"},
+		{name: "two proxies: the last entry is the first proxy's (one hop trusted)", trustProxy: true, remote: "192.0.2.1:5000", xff: []string{"203.0.113.5, 10.0.0.2"}, want: "10.0.0.2"},
 		{name: "trusted but absent", trustProxy: true, remote: "192.0.2.1:5000", want: "192.0.2.1"},
 	}
 	for _, tt := range tests {

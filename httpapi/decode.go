@@ -49,6 +49,9 @@ func decodeBody(body []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}
+	if err := exactKeys(body, v); err != nil {
+		return err
+	}
 	if err := dec.Decode(&struct{}{}); err != io.EOF {
 		return flashsale.Errorf(flashsale.EInvalid, "the body must hold a single JSON object")
 	}

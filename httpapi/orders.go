@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"net/http"
 	"strconv"
 	"strings"
@@ -82,8 +83,8 @@ func orderRequest(w http.ResponseWriter, r *http.Request, userID int64) (flashsa
 	}
 	if keys := r.Header.Values("Idempotency-Key"); len(keys) > 0 {
 		key := strings.TrimSpace(keys[0])
-		if len(keys) > 1 || key == "" || len(key) > flashsale.MaxIdempotencyKeyBytes {
-			return flashsale.OrderRequest{}, flashsale.Errorf(flashsale.EInvalid, "Idempotency-Key must be one value of 1 to %d bytes", flashsale.MaxIdempotencyKeyBytes)
+		if len(keys) > 1 || key == "" || len(key) > flashsale.MaxIdempotencyKeyBytes || !visibleASCII(key) {
+			return flashsale.OrderRequest{}, flashsale.Errorf(flashsale.EInvalid, "Idempotency-Key must be one value of 1 to %d bytes of visible ASCII (0x21 to 0x7E: no spaces, controls or other bytes)", flashsale.MaxIdempotencyKeyBytes)
 		}
 		req.IdempotencyKey = key
 	}
@@ -95,6 +96,18 @@ func orderRequest(w http.ResponseWriter, r *http.Request, userID int64) (flashsa
 		req.Pass = pass
 	}
 	return req, nil
+}
+
+// visibleASCII reports whether every byte of s is visible ASCII (0x21 to
+// 0x7E): a key is then compared the same way by Redis, the gate and
+// MySQL, whatever their collations.
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7E {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
@@ -132,11 +145,13 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	isAdmin := s.Auth.IsAdmin(tok)
+	isAdmin := s.guessBlocked(r) == nil && s.Auth.IsAdmin(tok)
 	var userID int64
 	if !isAdmin {
 		if userID, err = s.Auth.User(tok); err != nil {
-			s.fail(w, r, err)
+			// Neither the admin's nor a user's: a guess, as on the admin
+			// routes.
+			s.fail(w, r, cmp.Or(s.throttleAdmin(r), err))
 			return
 		}
 	}

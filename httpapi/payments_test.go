@@ -111,7 +111,7 @@ func TestPayment(t *testing.T) {
 	}
 	payment := func(order string) string { return `{"payment_id":"p1","order_id":` + order + `,"amount":500}` }
 	for _, tt := range []struct{ name, body, message string }{
-		{"amount for one unit", `{"payment_id":"p1","order_id":"` + o.OrderID + `","amount":250}`, "amount 250 does not match the order's price, 500"},
+		{"amount for one unit", `{"payment_id":"p1","order_id":"` + o.OrderID + `","amount":250}`, "amount 250 does not match the order's price, 250 × 2 cents"},
 		{"amount above", `{"payment_id":"p1","order_id":"` + o.OrderID + `","amount":501}`, "does not match"},
 		{"amount negative", `{"payment_id":"p1","order_id":"` + o.OrderID + `","amount":-500}`, `field "amount"`},
 		{"amount a fraction", `{"payment_id":"p1","order_id":"` + o.OrderID + `","amount":500.0}`, `field "amount" must be a whole number`},

@@ -26,8 +26,9 @@ type Limiter interface {
 
 var _ Limiter = (*ratelimit.Limiter)(nil)
 
-// ReadyFunc reports whether the service's dependencies answer. The details
-// (for example the async backlog) are shown in the /readyz body either way.
+// ReadyFunc reports whether the service's dependencies answer. /readyz
+// shows neither its details nor its error (they are logged): anyone may
+// call it.
 type ReadyFunc func(ctx context.Context) (details map[string]any, err error)
 
 // Server holds what the handlers need. Vouchers, Orders and Auth are
@@ -44,8 +45,10 @@ type Server struct {
 	IPRate   float64
 	// TrustProxy takes the client IP from the last X-Forwarded-For entry
 	// (of the last header line), as set by a reverse proxy in front of the
-	// service; without one, the connection's peer. The per-IP limit counts
-	// IPv6 clients by their /64.
+	// service: one hop is trusted, so with two proxies in a row the entry
+	// is the first proxy's address. Without it, and when that entry is
+	// not an address, the connection's peer. The per-IP limit counts IPv6
+	// clients by their /64.
 	TrustProxy bool
 	Ready      ReadyFunc
 	Logger     *slog.Logger
@@ -58,6 +61,9 @@ type Server struct {
 	// Admission is the waiting room and the deny list; without it the
 	// queue and deny list routes answer unavailable, and nobody is denied.
 	Admission Admission
+
+	ready   readyCache // readiness.go
+	guesses guessBlock // guesses.go
 }
 
 // now returns the server's time.
@@ -77,7 +83,7 @@ func (s *Server) Handler() http.Handler {
 	for _, rt := range s.routes() {
 		mux.HandleFunc(rt.method+" "+rt.pattern, rt.handle)
 	}
-	return s.recoverPanics(s.jsonMisses(mux))
+	return NoSniff(s.recoverPanics(s.jsonMisses(mux)))
 }
 
 // route is one operation of the API.
@@ -168,30 +174,17 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
 
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	body := map[string]any{"status": "ready"}
-	if s.Ready == nil {
-		writeJSON(w, http.StatusOK, body)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	details, err := s.Ready(ctx)
-	for k, v := range details {
-		body[k] = v
-	}
-	if err != nil {
-		body["status"] = "unavailable"
-		body["error"] = map[string]string{"code": flashsale.EUnavailable, "message": err.Error()}
-		writeJSON(w, http.StatusServiceUnavailable, body)
-		return
-	}
-	writeJSON(w, http.StatusOK, body)
-}
+// MaxTokenBytes bounds a bearer token: a longer one is refused before
+// anything parses it (ours are a few hundred bytes).
+const MaxTokenBytes = 4 << 10
 
 // bearer returns the request's bearer token.
 func bearer(r *http.Request) (string, error) {
-	return auth.BearerToken(r.Header.Get("Authorization"))
+	h := r.Header.Get("Authorization")
+	if len(h) > MaxTokenBytes+len("Bearer ") {
+		return "", flashsale.Errorf(flashsale.EUnauthorized, "the Authorization header is longer than a token may be (%d bytes)", MaxTokenBytes)
+	}
+	return auth.BearerToken(h)
 }
 
 // user authenticates the request as a user and returns the user id.
@@ -210,8 +203,14 @@ func (s *Server) admin(r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.guessBlocked(r); err != nil {
+		return err
+	}
 	if s.Auth.IsAdmin(tok) {
 		return nil
+	}
+	if err := s.throttleAdmin(r); err != nil {
+		return err
 	}
 	if _, err := s.Auth.User(tok); err != nil {
 		return err
@@ -255,31 +254,39 @@ func (s *Server) clientIP(r *http.Request) string {
 // clientAddr returns the client's address (unmapped; invalid when it
 // does not parse) and the text it was read from.
 func (s *Server) clientAddr(r *http.Request) (netip.Addr, string) {
-	addr := ""
 	if s.TrustProxy {
 		// The last entry of the last header line is what the proxy in
 		// front of us added; entries before it come from the client, and
 		// some proxies add a line of their own rather than extend the
-		// client's, so only the last line can be trusted.
+		// client's, so only the last line can be trusted. An entry that
+		// is not an address counts as none: the peer's is used, so junk
+		// in the header buys no fresh budget per value.
 		if lines := r.Header.Values("X-Forwarded-For"); len(lines) > 0 {
 			last := lines[len(lines)-1]
-			addr = strings.TrimSpace(last[strings.LastIndexByte(last, ',')+1:])
+			entry := strings.TrimSpace(last[strings.LastIndexByte(last, ',')+1:])
+			if ip, ok := parseAddr(entry); ok {
+				return ip, entry
+			}
 		}
 	}
-	if addr == "" {
-		addr = r.RemoteAddr
-		if host, _, err := net.SplitHostPort(addr); err == nil {
-			addr = host
-		}
+	addr := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		addr = host
 	}
-	ip, err := netip.ParseAddr(addr)
+	ip, _ := parseAddr(addr)
+	return ip, addr
+}
+
+// parseAddr parses an address, with a port or without (some proxies
+// write the client's port too), unmapped.
+func parseAddr(s string) (netip.Addr, bool) {
+	ip, err := netip.ParseAddr(s)
 	if err != nil {
-		// Some proxies write the client's port too.
-		ap, err := netip.ParseAddrPort(addr)
+		ap, err := netip.ParseAddrPort(s)
 		if err != nil {
-			return netip.Addr{}, addr
+			return netip.Addr{}, false
 		}
 		ip = ap.Addr()
 	}
-	return ip.Unmap(), addr
+	return ip.Unmap(), true
 }

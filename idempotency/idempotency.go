@@ -7,7 +7,12 @@
 //
 // The first request claims the key in Redis, atomically, with a lease; the
 // others wait for its answer. An answer that says "try again" (busy,
-// unavailable, rate limited) is not kept: the retry runs anew. The key
+// unavailable, rate limited) is not kept: the retry runs anew; neither is
+// a refusal decided before anything was written (no such voucher, an
+// invalid request, a sale not started or ended), so a flood of such
+// requests leaves nothing in Redis. A buyer holds at most
+// Config.MaxKeys keys of a voucher at a time; a new key beyond them is
+// ERateLimited (a request without a key, or with a key held, goes on). The key
 // lives under the voucher's hash tag (Config.HashTag: for async, the
 // buyer's shard's), so it works on Redis Cluster. If the
 // instance holding a key dies, its lease runs out and the next retry runs
@@ -56,7 +61,15 @@ type Config struct {
 	// voucher live under (default "v<voucher id>"): async's puts them in
 	// the buyer's shard of a sharded voucher.
 	HashTag func(ctx context.Context, voucherID, userID int64) string
+	// MaxKeys is the most keys a buyer holds for one voucher at a time
+	// (default DefaultMaxKeys): each takes a few hundred bytes of Redis
+	// for KeepFor.
+	MaxKeys int
 }
+
+// DefaultMaxKeys is Config.MaxKeys by default: a buyer's retries of a few
+// orders need a handful.
+const DefaultMaxKeys = 64
 
 // Orders is an OrderService whose PlaceOrder keeps answers by
 // idempotency key.
@@ -82,6 +95,9 @@ func Wrap(next flashsale.OrderService, client rueidis.Client, cfg Config) *Order
 	if cfg.Wait <= 0 {
 		cfg.Wait = 10 * time.Second
 	}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
 	return &Orders{OrderService: next, client: client, cfg: cfg}
 }
 
@@ -91,17 +107,23 @@ func (s *Orders) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*f
 	if req.IdempotencyKey == "" {
 		return s.OrderService.PlaceOrder(ctx, req)
 	}
-	key := s.key(ctx, req)
+	key, count := s.key(ctx, req)
+	keys := []string{key, count}
 	fp := strconv.Itoa(req.Units())
 	token := strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatUint(uint64(tokenSeq.Add(1)), 36)
 	deadline := time.Now().Add(s.cfg.Wait)
 	for {
-		res, err := claimScript.Exec(ctx, s.client, []string{key}, []string{token, fp, ms(s.cfg.Lease)}).ToArray()
+		res, err := claimScript.Exec(ctx, s.client, keys, []string{token, fp, ms(s.cfg.Lease), strconv.Itoa(s.cfg.MaxKeys), ms(s.cfg.KeepFor)}).ToArray()
 		if err != nil {
 			return nil, unavailable(err)
 		}
-		if won, _ := res[0].AsInt64(); won == 1 {
-			return s.run(ctx, req, key, fp, token)
+		switch won, _ := res[0].AsInt64(); won {
+		case 1:
+			return s.run(ctx, req, keys, fp, token)
+		case 2:
+			wait, _ := res[1].AsInt64()
+			return nil, &flashsale.Error{Code: flashsale.ERateLimited, RetryAfter: max(time.Duration(wait)*time.Millisecond, time.Second),
+				Message: fmt.Sprintf("you hold %d Idempotency-Keys for this voucher already, the most there may be; retry with one of them, or without one", s.cfg.MaxKeys)}
 		}
 		rec, _ := res[1].ToString()
 		o, err, done := replay(rec, fp)
@@ -121,7 +143,7 @@ func (s *Orders) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*f
 
 // run places the order for the request that holds the key and keeps its
 // answer.
-func (s *Orders) run(ctx context.Context, req flashsale.OrderRequest, key, fp, token string) (*flashsale.Order, error) {
+func (s *Orders) run(ctx context.Context, req flashsale.OrderRequest, keys []string, fp, token string) (*flashsale.Order, error) {
 	o, err := s.OrderService.PlaceOrder(ctx, req)
 	answer := ""
 	if keep(err) {
@@ -131,24 +153,28 @@ func (s *Orders) run(ctx context.Context, req flashsale.OrderRequest, key, fp, t
 	// must find it.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if werr := answerScript.Exec(actx, s.client, []string{key}, []string{token, fp, answer, ms(s.cfg.KeepFor)}).Error(); werr != nil && answer != "" {
+	if werr := answerScript.Exec(actx, s.client, keys, []string{token, fp, answer, ms(s.cfg.KeepFor)}).Error(); werr != nil && answer != "" {
 		// The order stands; a retry finds it by its key in the store.
 		return o, err
 	}
 	return o, err
 }
 
-// key returns the Redis key of a request's idempotency key.
-func (s *Orders) key(ctx context.Context, req flashsale.OrderRequest) string {
+// key returns the Redis key of a request's idempotency key, and of its
+// buyer's count of keys for the voucher (claim.lua).
+func (s *Orders) key(ctx context.Context, req flashsale.OrderRequest) (key, count string) {
 	tag := "v" + strconv.FormatInt(req.VoucherID, 10)
 	if s.cfg.HashTag != nil {
 		tag = s.cfg.HashTag(ctx, req.VoucherID, req.UserID)
 	}
-	return s.cfg.Prefix + "{" + tag + "}:idem:" + strconv.FormatInt(req.UserID, 10) + ":" + req.IdempotencyKey
+	user := strconv.FormatInt(req.UserID, 10)
+	return s.cfg.Prefix + "{" + tag + "}:idem:" + user + ":" + req.IdempotencyKey, s.cfg.Prefix + "{" + tag + "}:idemn:" + user
 }
 
 // keep reports whether an answer is kept for retries: all but those that
-// say "try again".
+// say "try again", and the refusals decided before anything was written,
+// which a retry gets again anyway (not found, invalid) or may rightly not
+// (not started, ended: the sale's window moved).
 func keep(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
@@ -157,7 +183,8 @@ func keep(err error) bool {
 	case flashsale.EBusy, flashsale.EUnavailable, flashsale.ERateLimited, flashsale.EInternal,
 		// The waiting room turned the request away before any strategy
 		// saw it: the retry with a pass runs anew.
-		flashsale.EPassRequired, flashsale.EPassInvalid:
+		flashsale.EPassRequired, flashsale.EPassInvalid,
+		flashsale.ENotFound, flashsale.EInvalid, flashsale.ENotStarted, flashsale.EEnded, flashsale.EDenied:
 		return false
 	}
 	return true

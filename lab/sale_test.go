@@ -89,7 +89,7 @@ func faultySale(t *testing.T, strategy string) *lab.Sale {
 	srv := httptest.NewServer(&faultyShop{db: db, auth: authn})
 	t.Cleanup(srv.Close)
 	return &lab.Sale{
-		Strategy: strategy, Targets: []string{srv.URL}, AdminToken: "admin", Auth: authn, Auditor: lab.NewAuditor(db, rc, prefix),
+		Strategy: strategy, Targets: []string{srv.URL}, AdminToken: strings.Repeat("a", 32), Auth: authn, Auditor: lab.NewAuditor(db, rc, prefix),
 		Stock: 100, Users: 30, Requests: 60, Concurrency: 4,
 	}
 }

@@ -38,7 +38,7 @@ type shop struct {
 }
 
 // testBackends opens a fresh MySQL database and a Redis prefix for the
-// test, and the authenticator of its tokens (admin token "admin").
+// test, and the authenticator of its tokens (admin token strings.Repeat("a", 32)).
 func testBackends(t *testing.T) (*store.DB, rueidis.Client, string, *auth.Authenticator) {
 	t.Helper()
 	db, err := store.Open(context.Background(), testenv.MySQLURL(t))
@@ -47,7 +47,7 @@ func testBackends(t *testing.T) (*store.DB, rueidis.Client, string, *auth.Authen
 	}
 	t.Cleanup(func() { db.Close() })
 	rc, prefix := testenv.Redis(t)
-	authn, err := auth.New(strings.Repeat("s", 32), "admin")
+	authn, err := auth.New(strings.Repeat("s", 32), strings.Repeat("a", 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func newShopWith(t *testing.T, name string, instances int, queue bool) *shop {
 // sale returns a Sale of the shop's strategy, named name, of stock units
 // to users buyers sending requests order attempts.
 func (s *shop) sale(name string, stock, users, requests int) *lab.Sale {
-	return &lab.Sale{Strategy: name, Targets: s.urls, AdminToken: "admin", Auth: s.auth, Auditor: s.auditor,
+	return &lab.Sale{Strategy: name, Targets: s.urls, AdminToken: strings.Repeat("a", 32), Auth: s.auth, Auditor: s.auditor,
 		Stock: stock, Users: users, Requests: requests, Doubles: 0.25, Seed: 1, Concurrency: 16, PaymentSecret: s.secret}
 }
 

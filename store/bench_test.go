@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flashsale/flashsale"
 )
@@ -77,4 +78,39 @@ func BenchmarkDecrementRemaining(b *testing.B) {
 			b.ReportMetric(float64(done.Load())/b.Elapsed().Seconds(), "decrements/s")
 		})
 	}
+}
+
+// BenchmarkFindVoucherOrders reads a voucher of 50,000 orders, as GET
+// /api/vouchers/{id} does: its live orders kept in its row (FindVoucher),
+// against the count over its orders that it ran before issue 33, in the
+// same run.
+func BenchmarkFindVoucherOrders(b *testing.B) {
+	db := openDB(b, dialects[0].url(b))
+	createVoucher(b, db, 1, flashsale.MaxStock)
+	const orders = 50000
+	for first := int64(1); first <= orders; first += 1000 {
+		users := make([]int64, 1000)
+		for i := range users {
+			users[i] = first + int64(i)
+		}
+		if _, err := db.PersistOrders(context.Background(), batch(1, users...)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("kept", func(b *testing.B) {
+		for b.Loop() {
+			if v, err := db.FindVoucher(context.Background(), 1); err != nil || v.Orders != orders {
+				b.Fatalf("FindVoucher = %+v, %v", v, err)
+			}
+		}
+	})
+	b.Run("counted", func(b *testing.B) {
+		for b.Loop() {
+			var n int
+			if err := db.r.QueryRowContext(context.Background(), "SELECT "+voucherColumns+", (SELECT COUNT(*) FROM orders o WHERE o.voucher_id = v.id AND o."+liveOrders+
+				") FROM vouchers v WHERE v.id = ?", 1).Scan(new(int64), new(string), new(int64), new(int64), new(int), new(int), new(int), new(int), new(int), new(string), new(int), scanTime{new(time.Time)}, scanTime{new(time.Time)}, scanTime{new(time.Time)}, &n); err != nil || n != orders {
+				b.Fatalf("count = %d, %v", n, err)
+			}
+		}
+	})
 }

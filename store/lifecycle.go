@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -52,8 +54,11 @@ func (tx *Tx) payOrder(ctx context.Context, p flashsale.Payment, now time.Time) 
 	if err != nil {
 		return nil, false, err
 	}
-	if want := price * int64(o.Units()); p.Amount != want {
-		return nil, false, flashsale.Errorf(flashsale.EInvalid, "amount %d does not match the order's price, %d", p.Amount, want)
+	// Checked: a price stored before MaxPrice (or by hand) must not wrap
+	// around to the amount of a forged payment (2^62 × 4 is 0).
+	overflow, want := bits.Mul64(uint64(price), uint64(o.Units()))
+	if price < 0 || overflow != 0 || want > math.MaxInt64 || p.Amount != int64(want) {
+		return nil, false, flashsale.Errorf(flashsale.EInvalid, "amount %d does not match the order's price, %d × %d cents", p.Amount, price, o.Units())
 	}
 	t := now.UTC().Truncate(flashsale.TimePrecision)
 	_, err = tx.w.ExecContext(ctx, "UPDATE orders SET status = 'paid', payment_id = ?, updated_at = ? WHERE id = ?", p.ID, dbTime(t), o.ID)
@@ -152,11 +157,12 @@ func (db *DB) NextDue(ctx context.Context) (time.Time, error) {
 func (tx *Tx) close(ctx context.Context, orders []*flashsale.Order, status flashsale.OrderStatus, now time.Time) error {
 	t := now.UTC().Truncate(flashsale.TimePrecision)
 	ids := make([]int64, len(orders))
-	stock := map[int64]int{}
+	stock, live := map[int64]int{}, map[int64]int{}
 	units := make([]unitChange, len(orders))
 	for i, o := range orders {
 		ids[i] = o.ID
 		stock[o.VoucherID] += o.Units()
+		live[o.VoucherID]++
 		units[i] = unitChange{o.VoucherID, o.UserID, o.Units()}
 	}
 	_, err := tx.w.ExecContext(ctx, "UPDATE orders SET status = ?, return_pending = 1, updated_at = ? WHERE id IN (?"+strings.Repeat(", ?", len(ids)-1)+")",
@@ -166,6 +172,9 @@ func (tx *Tx) close(ctx context.Context, orders []*flashsale.Order, status flash
 	}
 	for _, v := range slices.Sorted(maps.Keys(stock)) {
 		if err := tx.giveStock(ctx, v, stock[v]); err != nil {
+			return err
+		}
+		if err := tx.countLive(ctx, v, -live[v]); err != nil {
 			return err
 		}
 	}

@@ -41,6 +41,9 @@ func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) er
 		return flashsale.Errorf(flashsale.EInvalid, "cannot insert an order with status %q", status)
 	}
 	if status.Live() {
+		if err := tx.countLive(ctx, o.VoucherID, 1); err != nil {
+			return err
+		}
 		if err := tx.addUnits(ctx, []unitChange{{o.VoucherID, o.UserID, o.Units()}}, map[int64]int{o.VoucherID: limit}); err != nil {
 			return err
 		}

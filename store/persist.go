@@ -172,15 +172,19 @@ func (tx *Tx) persistNew(ctx context.Context, dialect string, orders []flashsale
 // takeStockAndUnits takes the orders' units from their vouchers' stock and
 // adds them to their buyers', in that order (vouchers by id, then buyers).
 func (tx *Tx) takeStockAndUnits(ctx context.Context, orders []flashsale.Order) error {
-	perVoucher := map[int64]int{}
+	perVoucher, live := map[int64]int{}, map[int64]int{}
 	changes := make([]unitChange, len(orders))
 	for i, o := range orders {
 		perVoucher[o.VoucherID] += o.Units()
+		live[o.VoucherID]++
 		changes[i] = unitChange{o.VoucherID, o.UserID, o.Units()}
 	}
 	vouchers := slices.Sorted(maps.Keys(perVoucher))
 	for _, v := range vouchers {
 		if err := tx.takeStock(ctx, v, perVoucher[v]); err != nil {
+			return err
+		}
+		if err := tx.countLive(ctx, v, live[v]); err != nil {
 			return err
 		}
 	}

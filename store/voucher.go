@@ -54,9 +54,19 @@ func admission(v *flashsale.Voucher) string {
 // voucherColumns are the columns scanVoucher reads, in order.
 const voucherColumns = "v.id, v.title, v.pay_value, v.actual_value, v.stock, v.remaining, v.shards, v.payment_window_seconds, v.limit_per_buyer, v.admission, v.admit_per_second, v.begin_time, v.end_time, v.created_at"
 
-// createdOrders counts a voucher's live orders, as a column of a query on
-// vouchers v.
-const createdOrders = "(SELECT COUNT(*) FROM orders o WHERE o.voucher_id = v.id AND o." + liveOrders + ")"
+// createdOrders is a voucher's count of live orders, as a column of a
+// query on vouchers v: kept in its row (countLive), never counted from
+// orders on a read.
+const createdOrders = "v.live_orders"
+
+// countLive adds n (negative: takes) to the voucher's count of live
+// orders: every transaction that makes an order live or closes it does,
+// as it adds to or takes from buyer_units, after it locked the voucher's
+// row or before it locks buyers' (one lock order: vouchers, then buyers).
+func (tx *Tx) countLive(ctx context.Context, voucherID int64, n int) error {
+	_, err := tx.w.ExecContext(ctx, "UPDATE vouchers SET live_orders = live_orders + ? WHERE id = ?", n, voucherID)
+	return wrap(fmt.Sprintf("count the live orders of voucher %d", voucherID), err)
+}
 
 // scanVoucher reads voucherColumns and, when withOrders, an order count.
 func scanVoucher(row interface{ Scan(...any) error }, withOrders bool) (*flashsale.Voucher, error) {
@@ -73,8 +83,7 @@ func scanVoucher(row interface{ Scan(...any) error }, withOrders bool) (*flashsa
 }
 
 // FindVoucher returns the voucher with its remaining stock and, in Orders,
-// the number of its live orders, or ENotFound. Counting
-// reads every order of the voucher: on a hot path, use Voucher.
+// the number of its live orders (kept in its row), or ENotFound.
 func (db *DB) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher, error) {
 	row := db.r.QueryRowContext(ctx, "SELECT "+voucherColumns+", "+createdOrders+" FROM vouchers v WHERE v.id = ?", id)
 	v, err := scanVoucher(row, true)

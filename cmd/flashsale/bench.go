@@ -27,7 +27,7 @@ type benchConfig struct {
 	instances   int
 	targets     string
 	jwtSecret   jwtSecretFlags
-	adminToken  string
+	adminToken  adminTokenFlags // with --target
 	stock       int
 	shards      int
 	users       int
@@ -61,9 +61,9 @@ type benchConfig struct {
 func (c *benchConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.strategies, "strategy", strings.Join(strategies(), ","), "comma-separated strategies to run, one row each (with --target: the one label of the servers' strategy)")
 	fs.IntVar(&c.instances, "instances", 1, "service instances per strategy, sharing Redis and the database; load goes round robin across them")
-	fs.StringVar(&c.targets, "target", "", "comma-separated base URLs of running servers to load instead of starting instances (needs --jwt-secret, --admin-token, --redis, --db and --redis-prefix of those servers)")
+	fs.StringVar(&c.targets, "target", "", "comma-separated base URLs of running servers to load instead of starting instances (needs --jwt-secret, --admin-token(-file), --redis, --db and --redis-prefix of those servers)")
 	c.jwtSecret.register(fs, "with --target: the servers' JWT secret, to mint buyer tokens")
-	fs.StringVar(&c.adminToken, "admin-token", "", "with --target: the servers' admin token, to create vouchers")
+	c.adminToken.register(fs) // with --target: the servers', to create vouchers
 	fs.IntVar(&c.stock, "stock", 200, "stock of each run's fresh voucher (200 of 1000 buyers: enough that optimistic's undersell shows on SQLite too)")
 	fs.IntVar(&c.shards, "shards", 1, "async: split each voucher's stock into this many Redis shards (1-64; docs/operations.md, shards)")
 	fs.IntVar(&c.users, "users", 1000, "buyers (user ids 1..users)")
@@ -181,8 +181,8 @@ func (c *benchConfig) validateTarget(names []string) error {
 	if c.jwtSecret == (jwtSecretFlags{}) {
 		missing = append(missing, "--jwt-secret or --jwt-secret-file (to mint buyer tokens)")
 	}
-	if c.adminToken == "" {
-		missing = append(missing, "--admin-token (to create the voucher)")
+	if c.adminToken == (adminTokenFlags{}) {
+		missing = append(missing, "--admin-token-file or --admin-token (to create the voucher)")
 	}
 	if c.backends.redis == "" {
 		missing = append(missing, "--redis")
@@ -199,7 +199,8 @@ func (c *benchConfig) validateTarget(names []string) error {
 
 // targetExample is a whole bench --target command line, for help bench.
 const targetExample = `  flashsale bench --target http://127.0.0.1:8080,http://127.0.0.1:8081 \
-    --strategy async --jwt-secret-file jwt.secret --admin-token ADMIN \
+    --strategy async --jwt-secret-file jwt.secret \
+    --admin-token-file admin.token \
     --redis redis://127.0.0.1:6379/0 --redis-prefix flashsale: \
     --db mysql://root@127.0.0.1:3306/flashsale`
 
@@ -275,7 +276,10 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 	if err != nil {
 		return rep, err
 	}
-	admin := cfg.adminToken
+	admin, err := cfg.adminToken.value()
+	if err != nil {
+		return rep, err
+	}
 	if cfg.targets == "" {
 		secret, admin = randomHex(32), randomHex(16)
 	}

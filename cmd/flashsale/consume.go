@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -103,13 +104,15 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 		backendsCfg backendFlags
 		consumerCfg consumerFlags
 		metricsAddr string
+		pprofOn     bool
 		logs        logFlags
 	)
 	fs := flag.NewFlagSet("flashsale consume", flag.ContinueOnError)
 	backendsCfg.registerServers(fs)
 	consumerCfg.register(fs)
 	consumerCfg.durability.register(fs)
-	fs.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics and /debug/pprof on this address (default: no listener)")
+	fs.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics (and, with --pprof, /debug/pprof) on this address (default: no listener)")
+	fs.BoolVar(&pprofOn, "pprof", false, "serve /debug/pprof on --metrics-addr")
 	logs.register(fs)
 	return &ffcli.Command{
 		Name:       "consume",
@@ -124,14 +127,17 @@ func consumeCommand(stdout, stderr io.Writer) *ffcli.Command {
 			if err := cmp.Or(needServers("consume", backendsCfg), consumerCfg.validate(), consumerCfg.durability.validate()); err != nil {
 				return usage(err)
 			}
-			return runConsumer(ctx, backendsCfg, consumerCfg, metricsAddr, logs.logger(stderr), stdout)
+			if pprofOn && metricsAddr == "" {
+				return usage(errors.New("--pprof needs --metrics-addr"))
+			}
+			return runConsumer(ctx, backendsCfg, consumerCfg, metricsAddr, pprofOn, logs.logger(stderr), stdout)
 		}),
 	}
 }
 
 // runConsumer runs a consumer until ctx is cancelled; with metricsAddr, its
 // metrics are served there as serve's --metrics-addr serves them.
-func runConsumer(ctx context.Context, bf backendFlags, cf consumerFlags, metricsAddr string, log *slog.Logger, stdout io.Writer) error {
+func runConsumer(ctx context.Context, bf backendFlags, cf consumerFlags, metricsAddr string, pprofOn bool, log *slog.Logger, stdout io.Writer) error {
 	b, err := openBackends(ctx, bf, log)
 	if err != nil {
 		return err
@@ -140,7 +146,7 @@ func runConsumer(ctx context.Context, bf backendFlags, cf consumerFlags, metrics
 	var m *metrics.Metrics
 	if metricsAddr != "" {
 		m = metrics.New("") // takes no orders
-		srv, _, err := listenMetrics(metricsAddr, m, log)
+		srv, _, err := listenMetrics(metricsAddr, m, pprofOn, log)
 		if err != nil {
 			return err
 		}

@@ -130,6 +130,20 @@ func (fl *fleets) serveArgs(run string) []string {
 	)
 }
 
+// processArgs returns the command line and the environment of an
+// instance process of the strategy: the secrets and the backends' URLs
+// in the environment only.
+func (fl *fleets) processArgs(strategy string) (args, env []string) {
+	env = []string{"FLASHSALE_JWT_SECRET=" + fl.secret, "FLASHSALE_ADMIN_TOKEN=" + fl.admin,
+		"FLASHSALE_REDIS=" + fl.b.redisURL, "FLASHSALE_REDIS_PREFIX=" + fl.b.prefix, "FLASHSALE_DB=" + fl.b.dbURL}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FLASHSALE_") {
+			env = append(env, kv)
+		}
+	}
+	return append([]string{"serve"}, fl.serveArgs(strategy)...), env
+}
+
 // start starts the strategy's instances (or names the targets).
 func (fl *fleets) start(ctx context.Context, strategy string) (*fleet, error) {
 	switch {
@@ -202,8 +216,9 @@ func (fl *fleets) startInProcess(ctx context.Context, strategy string) (_ *fleet
 }
 
 // startProcesses starts the instances as child processes of the server
-// binary. The secrets go in the environment, not on command lines that
-// ps shows; the parent's other FLASHSALE_* variables are left out, so the
+// binary. The secrets, and the backends' URLs (which may hold
+// passwords), go in the environment, not on command lines that ps and
+// /debug/pprof/cmdline show; the parent's other FLASHSALE_* variables are left out, so the
 // children run exactly the flags given.
 func (fl *fleets) startProcesses(ctx context.Context, strategy string) (_ *fleet, err error) {
 	exe := fl.cfg.serverBin
@@ -212,14 +227,7 @@ func (fl *fleets) startProcesses(ctx context.Context, strategy string) (_ *fleet
 			return nil, fmt.Errorf("finding this binary to start instances with (set --server-bin): %w", err)
 		}
 	}
-	env := []string{"FLASHSALE_JWT_SECRET=" + fl.secret, "FLASHSALE_ADMIN_TOKEN=" + fl.admin}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FLASHSALE_") {
-			env = append(env, kv)
-		}
-	}
-	args := append([]string{"serve"}, fl.serveArgs(strategy)...)
-	args = append(args, "--redis", fl.b.redisURL, "--redis-prefix", fl.b.prefix, "--db", fl.b.dbURL)
+	args, env := fl.processArgs(strategy)
 	var (
 		procs []*lab.Process
 		names []string

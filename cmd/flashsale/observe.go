@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/async/consume"
-	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/dashboard"
+	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/metrics"
 )
 
@@ -39,7 +39,7 @@ func newObserver(cfg serveConfig, b *backends, log *slog.Logger) (*observer, err
 	o := &observer{m: m, sampler: sampler, done: make(chan struct{})}
 	if cfg.metricsAddr != "" {
 		var err error
-		if o.srv, o.addr, err = listenMetrics(cfg.metricsAddr, m, log); err != nil {
+		if o.srv, o.addr, err = listenMetrics(cfg.metricsAddr, m, cfg.pprof, log); err != nil {
 			return nil, err
 		}
 	}
@@ -73,21 +73,18 @@ func (o *observer) watch(svc *services) {
 // dashboardPath is the dashboard's page, where GET / leads.
 const dashboardPath = "/dashboard"
 
-// handler mounts api with the dashboard (GET / redirects to it) and,
-// without --metrics-addr, /metrics, all counted by the metrics middleware.
-func (o *observer) handler(api http.Handler, authn *auth.Authenticator) http.Handler {
+// handler mounts api with the dashboard (GET / redirects to it) and, with
+// --public-metrics, /metrics, all counted by the metrics middleware.
+func (o *observer) handler(api http.Handler, isAdmin func(*http.Request) bool, openMetrics bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.Handle("GET /{$}", http.RedirectHandler(dashboardPath, http.StatusFound))
-	d := &dashboard.Dashboard{Sampler: o.sampler, Live: o.m.Live(), IsAdmin: func(r *http.Request) bool {
-		tok, err := auth.BearerToken(r.Header.Get("Authorization"))
-		return err == nil && authn.IsAdmin(tok)
-	}, Queues: o.queues}
+	d := &dashboard.Dashboard{Sampler: o.sampler, Live: o.m.Live(), IsAdmin: isAdmin, Queues: o.queues}
 	d.Register(mux)
-	if o.srv == nil {
+	if openMetrics {
 		mux.Handle(metrics.Route, o.m.Handler())
 	}
-	return o.m.Middleware(mux)
+	return o.m.Middleware(httpapi.NoSniff(mux))
 }
 
 // close stops the sampler and the metrics listener.
@@ -97,28 +94,30 @@ func (o *observer) close() {
 	stopMetrics(o.srv)
 }
 
-// listenMetrics serves m's /metrics and /debug/pprof on addr (the
-// --metrics-addr of serve and consume) and returns the server and the
-// address it listens on.
-func listenMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (*http.Server, string, error) {
+// listenMetrics serves m's /metrics and, with withPprof, /debug/pprof on
+// addr (the --metrics-addr of serve and consume), with serve's timeouts,
+// and returns the server and the address it listens on.
+func listenMetrics(addr string, m *metrics.Metrics, withPprof bool, log *slog.Logger) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("--metrics-addr: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(metrics.Route, m.Handler())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	srv := newHTTPServer(mux, log)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics listener stopped", "err", err)
 		}
 	}()
-	log.Info("serving metrics and pprof", "addr", ln.Addr().String())
+	log.Info("serving metrics", "addr", ln.Addr().String(), "pprof", withPprof)
 	return srv, ln.Addr().String(), nil
 }
 

@@ -68,7 +68,7 @@ func placeOrder(t *testing.T, url, voucher string, user int64) string {
 func TestOrderLifeObserved(t *testing.T) {
 	_, prefix := testenv.Redis(t)
 	url, _ := startServe(t, "--strategy", "conditional", "--redis", "redis://"+testenv.RedisAddr()+"/0", "--redis-prefix", prefix,
-		"--db", testenv.MySQLURL(t), "--payment-secret-file", paymentSecretFile(t), "--expire-every", "50ms")
+		"--db", testenv.MySQLURL(t), "--payment-secret-file", paymentSecretFile(t), "--expire-every", "50ms", "--public-metrics")
 	create := func(window int) string {
 		var v struct{ ID string }
 		body := strings.TrimSuffix(voucherBody(5), "}") + fmt.Sprintf(`,"payment_window_seconds":%d,"pay_value":300}`, window)

@@ -33,7 +33,7 @@ func TestSaleObserved(t *testing.T) {
 	_, prefix := testenv.Redis(t)
 	metricsAddr := freeAddr(t)
 	url, _ := startServe(t, "--strategy", "async", "--redis", "redis://"+testenv.RedisAddr()+"/0", "--redis-prefix", prefix,
-		"--db", testenv.MySQLURL(t), "--metrics-addr", metricsAddr)
+		"--db", testenv.MySQLURL(t), "--metrics-addr", metricsAddr, "--pprof")
 	var v struct{ ID string }
 	body := fmt.Sprintf(`{"title":%q,"stock":20,"begin_time":%q,"end_time":%q}`, xssTitle,
 		time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
@@ -157,7 +157,7 @@ func checkDeployNames(t *testing.T, scrape string, mine func(name string) bool) 
 func TestLockSaleObserved(t *testing.T) {
 	_, prefix := testenv.Redis(t)
 	url, _ := startServe(t, "--strategy", "lock", "--lock-wait", "30s", "--redis", "redis://"+testenv.RedisAddr()+"/0",
-		"--redis-prefix", prefix, "--db", testenv.MySQLURL(t))
+		"--redis-prefix", prefix, "--db", testenv.MySQLURL(t), "--public-metrics")
 	var v struct{ ID string }
 	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(5), &v); code != http.StatusCreated {
 		t.Fatalf("create voucher: %d", code)
@@ -237,11 +237,11 @@ func TestAlertRules(t *testing.T) {
 	promtool(t, "", "test", "rules", filepath.Join("..", "..", "deploy", "alerts_test.yml"))
 }
 
-// TestMetricsOnMainListener: without --metrics-addr, /metrics is served
+// TestMetricsOnMainListener: with --public-metrics, /metrics is served
 // on the main listener and pprof is not; and an oversell (naive, with a
 // race window) shows in flashsale_voucher_oversold.
 func TestMetricsOnMainListener(t *testing.T) {
-	url, _ := startServe(t, "--strategy", "naive", "--race-window", "50ms")
+	url, _ := startServe(t, "--strategy", "naive", "--race-window", "50ms", "--public-metrics")
 	if code := call(t, "GET", url+"/debug/pprof/", "", "", nil); code != http.StatusNotFound {
 		t.Errorf("pprof on the main listener: %d, want 404", code)
 	}
@@ -317,7 +317,7 @@ func TestConsumeMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"consume", "--metrics-addr", addr}, servers...), io.Discard, io.Discard)
+		done <- run(ctx, append([]string{"consume", "--metrics-addr", addr, "--pprof"}, servers...), io.Discard, io.Discard)
 	}()
 	defer func() { cancel(); <-done }()
 	var scrape string

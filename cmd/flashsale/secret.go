@@ -4,8 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"strings"
+
+	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/internal/secretfile"
 )
 
 // jwtSecretFlags are --jwt-secret and --jwt-secret-file. The file lets
@@ -18,7 +19,7 @@ type jwtSecretFlags struct {
 }
 
 func (f *jwtSecretFlags) register(fs *flag.FlagSet, help string) {
-	fs.StringVar(&f.secret, "jwt-secret", "", help+" (at least 32 bytes)")
+	fs.StringVar(&f.secret, "jwt-secret", "", help+" (at least 32 bytes; prefer --jwt-secret-file: a command line is visible to other users)")
 	fs.StringVar(&f.file, "jwt-secret-file", "", "read --jwt-secret from this file (surrounding whitespace dropped)")
 }
 
@@ -30,15 +31,38 @@ func (f *jwtSecretFlags) value() (string, error) {
 	case f.secret != "":
 		return "", errors.New("give --jwt-secret or --jwt-secret-file, not both")
 	}
-	b, err := os.ReadFile(f.file)
-	if err != nil {
-		return "", fmt.Errorf("--jwt-secret-file: %w", err)
+	return secretfile.Read("--jwt-secret-file", f.file, false)
+}
+
+// adminTokenFlags are --admin-token and --admin-token-file: the bearer
+// token of the admin routes, at least auth.MinAdminTokenLen bytes.
+type adminTokenFlags struct {
+	token string
+	file  string
+}
+
+func (f *adminTokenFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.token, "admin-token", "", fmt.Sprintf("bearer token for admin routes (creating vouchers), at least %d bytes; prefer --admin-token-file or FLASHSALE_ADMIN_TOKEN: a command line is visible to other users", auth.MinAdminTokenLen))
+	fs.StringVar(&f.file, "admin-token-file", "", "read --admin-token from this file (surrounding whitespace dropped; make it with umask 077)")
+}
+
+// value returns the admin token given directly or read from the file,
+// "" for none.
+func (f *adminTokenFlags) value() (string, error) {
+	tok := f.token
+	switch {
+	case f.file != "" && tok != "":
+		return "", errors.New("give --admin-token or --admin-token-file, not both")
+	case f.file != "":
+		var err error
+		if tok, err = secretfile.Read("--admin-token-file", f.file, false); err != nil {
+			return "", err
+		}
 	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", fmt.Errorf("--jwt-secret-file %s is empty", f.file)
+	if tok != "" && len(tok) < auth.MinAdminTokenLen {
+		return "", fmt.Errorf("the admin token must be at least %d bytes, got %d (make one: umask 077; head -c 32 /dev/urandom | base64 > admin.token; then --admin-token-file admin.token)", auth.MinAdminTokenLen, len(tok))
 	}
-	return s, nil
+	return tok, nil
 }
 
 // paymentFlags are --payment-secret-file: the key the payment provider
@@ -56,13 +80,6 @@ func (f *paymentFlags) secret() ([]byte, error) {
 	if f.file == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(f.file)
-	if err != nil {
-		return nil, fmt.Errorf("--payment-secret-file: %w", err)
-	}
-	s := strings.TrimRight(string(b), " \t\r\n")
-	if s == "" {
-		return nil, fmt.Errorf("--payment-secret-file %s is empty", f.file)
-	}
-	return []byte(s), nil
+	s, err := secretfile.Read("--payment-secret-file", f.file, true)
+	return []byte(s), err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/auth"
 	"github.com/flashsale/flashsale/httpapi"
+	"github.com/flashsale/flashsale/internal/secretfile"
 	"github.com/flashsale/flashsale/ratelimit"
 	"github.com/flashsale/flashsale/strategy"
 )
@@ -27,7 +28,7 @@ type serveConfig struct {
 	addr        string
 	strategy    string
 	jwtSecret   jwtSecretFlags
-	adminToken  string
+	adminToken  adminTokenFlags // secret.go
 	rateUser    float64
 	rateIP      float64
 	raceWindow  time.Duration
@@ -37,13 +38,22 @@ type serveConfig struct {
 	shutdownFor time.Duration
 	consume     bool
 	consumer    consumerFlags
-	metricsAddr string // observe.go: /metrics and pprof on their own listener
+	metricsAddr string // observe.go: /metrics (and --pprof) on their own listener
+	pprof       bool   // /debug/pprof on --metrics-addr
+	openMetrics bool   // /metrics on --addr too
 	durability  durabilityFlags
 	locks       lockFlags // stocklock.go
 	payments    paymentFlags
 	expireEvery time.Duration
 	admission   admissionFlags // admission.go
 }
+
+// The rate limits serve ships with: a buyer clicks a few times a
+// second at most; an address may front many buyers (a carrier's NAT).
+const (
+	defaultRateUser = 5
+	defaultRateIP   = 200
+)
 
 // strategyEntry is one value of --strategy: how serve builds it.
 type strategyEntry struct {
@@ -109,15 +119,17 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 		"; lab only, UNSAFE BY DESIGN (they oversell or undersell): "+
 		strings.Join(strategyNames(isUnsafe), ", "))
 	c.jwtSecret.register(fs, "HS256 secret for user tokens")
-	fs.StringVar(&c.adminToken, "admin-token", "", "bearer token for admin routes (creating vouchers)")
-	fs.Float64Var(&c.rateUser, "rate-limit-user", 0, "order requests per second per user (0: no limit)")
-	fs.Float64Var(&c.rateIP, "rate-limit-ip", 0, "order requests per second per client IP, per /64 for IPv6 (0: no limit)")
+	c.adminToken.register(fs)
+	fs.Float64Var(&c.rateUser, "rate-limit-user", defaultRateUser, "order and queue requests per second per user, bursts of as many (0: no limit)")
+	fs.Float64Var(&c.rateIP, "rate-limit-ip", defaultRateIP, "order and queue requests per second per client IP, per /64 for IPv6, bursts of as many (0: no limit)")
 	fs.DurationVar(&c.raceWindow, "race-window", 0, "sleep between reading and writing stock, to make races visible")
 	fs.DurationVar(&c.lockWait, "lock-wait", time.Second, "how long the lock strategy waits for a buyer's lock before answering busy")
-	fs.BoolVar(&c.trustProxy, "trust-proxy", false, "take the client IP from the last X-Forwarded-For entry (behind a reverse proxy)")
+	fs.BoolVar(&c.trustProxy, "trust-proxy", false, "take the client IP from the last X-Forwarded-For entry, the one the reverse proxy in front added (one hop; an entry that is not an address: the peer's)")
 	fs.DurationVar(&c.shutdownFor, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight requests on shutdown")
 	fs.BoolVar(&c.consume, "consume", true, "with --strategy async, run the stream consumer in this process")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics and /debug/pprof on this address (default: /metrics on --addr, no pprof)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics (and, with --pprof, /debug/pprof) on this address, for the operators' network only")
+	fs.BoolVar(&c.pprof, "pprof", false, "serve /debug/pprof on --metrics-addr (never on --addr)")
+	fs.BoolVar(&c.openMetrics, "public-metrics", false, "serve /metrics on --addr too, to anyone (it shows the backlog, dead letters and drift the dashboard keeps for the admin)")
 	fs.DurationVar(&c.expireEvery, "expire-every", 100*time.Millisecond, "how often to expire orders past their pay_by and put their units back on sale (every instance does; each order expires once)")
 	c.payments.register(fs)
 	c.admission.register(fs)
@@ -143,6 +155,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.expireEvery <= 0 {
 		return errors.New("--expire-every must be positive")
+	}
+	if c.pprof && c.metricsAddr == "" {
+		return errors.New("--pprof needs --metrics-addr: profiles are never served on --addr")
 	}
 	if _, err := c.payments.secret(); err != nil {
 		return err
@@ -174,7 +189,11 @@ func (c *serveConfig) authenticator() (*auth.Authenticator, error) {
 	if secret == "" {
 		return nil, errors.New("no JWT secret: set --jwt-secret, --jwt-secret-file or FLASHSALE_JWT_SECRET (at least 32 bytes; user tokens are signed with it)")
 	}
-	authn, err := auth.New(secret, c.adminToken)
+	admin, err := c.adminToken.value()
+	if err != nil {
+		return nil, err
+	}
+	authn, err := auth.New(secret, admin)
 	if err != nil {
 		return nil, fmt.Errorf("%w (set --jwt-secret, --jwt-secret-file or FLASHSALE_JWT_SECRET)", err)
 	}
@@ -225,6 +244,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	fmt.Fprintf(stdout, "flashsale: serving %s (strategy %s); dashboard: %s%s\n", inst.URL, cfg.strategy, inst.URL, dashboardPath)
 	warnUnsafe(cfg, log, stdout)
 	warnNoAdminToken(cfg, log)
+	secretfile.Warn(log, map[string]string{"--jwt-secret-file": cfg.jwtSecret.file, "--admin-token-file": cfg.adminToken.file, "--payment-secret-file": cfg.payments.file})
 	started := time.Now()
 	defer func() { fmt.Fprintln(stdout, serveSummary(inst, cfg, time.Since(started))) }()
 	select {
@@ -293,14 +313,7 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 
 		PaymentSecret: paymentSecret,
 	}
-	inst.srv = &http.Server{
-		Handler:           inst.obs.handler(inst.answers.wrap(api.Handler()), authn),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	inst.srv = newHTTPServer(inst.obs.handler(inst.answers.wrap(api.Handler()), api.IsAdmin, cfg.openMetrics), log)
 	log.Info("serving", "addr", ln.Addr().String(), "strategy", cfg.strategy)
 	go func() {
 		if err := inst.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -308,6 +321,20 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		}
 	}()
 	return inst, nil
+}
+
+// newHTTPServer returns the server of h with serve's timeouts, which the
+// metrics listener shares.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // Stop finishes in-flight requests (until ctx ends), then stops the

@@ -21,7 +21,7 @@ import (
 
 const (
 	serveSecret = "serve-test-secret-serve-test-secret"
-	serveAdmin  = "serve-admin"
+	serveAdmin  = "serve-admin-serve-admin-serve-admin"
 )
 
 // startServe runs `flashsale serve` with args in this process until the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -103,13 +102,7 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 	if err != nil {
 		return nil, err
 	}
-	// The backlog shows how many accepted orders wait for MySQL, the
-	// more so while it is down.
-	ready := func(ctx context.Context) (map[string]any, error) {
-		_, err := b.ready(ctx)
-		n, berr := svc.Backlog(ctx)
-		return map[string]any{"backlog": n}, errors.Join(err, berr)
-	}
+	ready := b.ready // the backlog is the dashboard's and the metrics', for the admin
 	stopEpoch := watchEpoch(svc, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

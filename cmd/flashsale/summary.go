@@ -74,7 +74,7 @@ func warnUnsafe(cfg serveConfig, log *slog.Logger, stdout io.Writer) {
 // warnNoAdminToken says at start that admin routes cannot be used: a
 // warning on real servers, a note on embedded ones (trying things out).
 func warnNoAdminToken(cfg serveConfig, log *slog.Logger) {
-	if cfg.adminToken != "" {
+	if cfg.adminToken != (adminTokenFlags{}) {
 		return
 	}
 	level := slog.LevelWarn
