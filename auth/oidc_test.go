@@ -118,7 +118,7 @@ func TestProviderUnknownKIDRateLimited(t *testing.T) {
 	k := testKeys()
 	p := newTestProvider(t, k["rs"])
 	a := providerAuth(t, p, testBuyerStore(t), func(c *Provider) { c.UnknownKIDEvery = time.Hour })
-	reads := p.jwksReads.Load()
+	reads := p.Reads.Load()
 	var wg sync.WaitGroup
 	for i := range 200 {
 		wg.Go(func() {
@@ -130,7 +130,7 @@ func TestProviderUnknownKIDRateLimited(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := p.jwksReads.Load() - reads; got > 1 {
+	if got := p.Reads.Load() - reads; got > 1 {
 		t.Fatalf("200 forged kids read the keys %d times; want at most 1", got)
 	}
 	if got := a.Stats().Refused["unknown_kid"]; got != 200 {
@@ -144,7 +144,7 @@ func TestProviderKeysKeptWhileDown(t *testing.T) {
 	k := testKeys()
 	p := newTestProvider(t, k["es"])
 	a := providerAuth(t, p, testBuyerStore(t), func(c *Provider) { c.Refresh = 20 * time.Millisecond })
-	p.down.Store(true)
+	p.Down.Store(true)
 	deadline := time.Now().Add(30 * time.Second)
 	for a.Stats().KeyRefreshFailures < 3 {
 		if time.Now().After(deadline) {
@@ -157,7 +157,7 @@ func TestProviderKeysKeptWhileDown(t *testing.T) {
 			t.Fatalf("provider down: User = %v; want the cached key to verify", err)
 		}
 	}
-	p.srv.Close() // gone altogether
+	p.Close() // gone altogether
 	if _, err := a.User(mustSign(t, k["es"], claims(p, "buyer-z"))); err != nil {
 		t.Fatalf("provider gone: User = %v; want the cached key to verify", err)
 	}
@@ -241,7 +241,7 @@ func TestSubjectsAreBuyers(t *testing.T) {
 	if id1 == id2 || id1 != id1b || idHS != 5 || id1 == 5 || id2 == 5 {
 		t.Fatalf("issuer 1: %d (another instance: %d), issuer 2: %d, HS256: %d; want issuer 1's twice, all else apart", id1, id1b, id2, idHS)
 	}
-	if got, err := a1.Buyer(context.Background(), p1.srv.URL, "5"); err != nil || got != id1 {
+	if got, err := a1.Buyer(context.Background(), p1.URL, "5"); err != nil || got != id1 {
 		t.Fatalf("Buyer(issuer 1, 5) = %d, %v; want %d", got, err, id1)
 	}
 	// An HS256 subject in the providers' range is refused beside one.
@@ -256,7 +256,7 @@ func TestSubjectsAreBuyers(t *testing.T) {
 func TestDiscoveryMismatch(t *testing.T) {
 	p := newTestProvider(t, testKeys()["rs"])
 	a := newAuth(t)
-	err := a.UseProvider(t.Context(), Provider{Issuer: p.srv.URL + "/", Audience: "x"}, testBuyerStore(t))
+	err := a.UseProvider(t.Context(), Provider{Issuer: p.URL + "/", Audience: "x"}, testBuyerStore(t))
 	if err == nil || !strings.Contains(err.Error(), "names issuer") {
 		t.Fatalf("UseProvider = %v; want the issuer mismatch", err)
 	}

@@ -7,63 +7,38 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/flashsale/flashsale/internal/oidctest"
 	"github.com/flashsale/flashsale/store"
 )
 
-// testProvider is an identity provider over real HTTP: discovery at
-// /.well-known/openid-configuration and its keys at /jwks, which can be
-// changed (rotation) or made to fail (an outage).
+// testProvider is an identity provider over real HTTP publishing keys.
 type testProvider struct {
-	srv       *httptest.Server
-	mu        sync.Mutex
-	keys      []*SigningKey
-	down      atomic.Bool
-	jwksReads atomic.Int64
+	*oidctest.Provider
+	t testing.TB
 }
 
 func newTestProvider(t testing.TB, keys ...*SigningKey) *testProvider {
 	t.Helper()
-	p := &testProvider{keys: keys}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"issuer":"` + p.srv.URL + `","jwks_uri":"` + p.srv.URL + `/jwks"}`))
-	})
-	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
-		p.jwksReads.Add(1)
-		if p.down.Load() {
-			http.Error(w, "down", http.StatusServiceUnavailable)
-			return
-		}
-		p.mu.Lock()
-		b, err := JWKS(p.keys...)
-		p.mu.Unlock()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(b)
-	})
-	p.srv = httptest.NewServer(mux)
-	t.Cleanup(p.srv.Close)
-	return p
+	b, err := JWKS(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testProvider{Provider: oidctest.Start(t, b), t: t}
 }
 
 func (p *testProvider) setKeys(keys ...*SigningKey) {
-	p.mu.Lock()
-	p.keys = keys
-	p.mu.Unlock()
+	b, err := JWKS(keys...)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.SetJWKS(b)
 }
 
 // testKeys are generated once: RSA generation is slow under -race.
@@ -105,7 +80,7 @@ const testAudience = "flashsale"
 func providerAuth(t testing.TB, p *testProvider, db BuyerStore, opts ...func(*Provider)) *Authenticator {
 	t.Helper()
 	a := newAuth(t)
-	cfg := Provider{Issuer: p.srv.URL, Audience: testAudience}
+	cfg := Provider{Issuer: p.URL, Audience: testAudience}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -120,7 +95,7 @@ func providerAuth(t testing.TB, p *testProvider, db BuyerStore, opts ...func(*Pr
 // claims are a provider's usual claims for subject, valid for an hour.
 func claims(p *testProvider, subject string) jwt.MapClaims {
 	now := time.Now()
-	return jwt.MapClaims{"iss": p.srv.URL, "aud": []string{testAudience, "account"}, "sub": subject,
+	return jwt.MapClaims{"iss": p.URL, "aud": []string{testAudience, "account"}, "sub": subject,
 		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
 }
 

@@ -83,7 +83,7 @@ func (a *Authenticator) inRange(g grant, err error) (grant, error) {
 // peek reads a token's alg and iss without verifying anything; false for
 // a token golang-jwt cannot read.
 func peek(token string) (alg, iss string, ok bool) {
-	var c jwt.RegisteredClaims
+	var c issuerClaim
 	t, _, err := peekParser.ParseUnverified(token, &c)
 	if err != nil {
 		return "", "", false
@@ -93,6 +93,21 @@ func peek(token string) (alg, iss string, ok bool) {
 }
 
 var peekParser = jwt.NewParser()
+
+// issuerClaim reads a token's iss alone, whatever its other claims.
+type issuerClaim struct {
+	Issuer string `json:"iss"`
+	jwt.RegisteredClaims
+}
+
+func (c *issuerClaim) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Issuer string `json:"iss"`
+	}
+	err := json.Unmarshal(b, &v)
+	c.Issuer = v.Issuer
+	return err
+}
 
 // verify checks token's signature, times at now and subject: a token with
 // the header UserToken writes here, any other through golang-jwt (HS256

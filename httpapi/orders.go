@@ -135,7 +135,7 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
 	isAdmin := s.Auth.IsAdmin(tok)
 	var userID int64
 	if !isAdmin {
-		if userID, err = s.Auth.User(tok); err != nil {
+		if userID, err = s.Auth.UserContext(r.Context(), tok); err != nil {
 			s.fail(w, r, err)
 			return
 		}

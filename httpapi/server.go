@@ -200,7 +200,7 @@ func (s *Server) user(r *http.Request) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.Auth.User(tok)
+	return s.Auth.UserContext(r.Context(), tok)
 }
 
 // admin checks for the admin token: EUnauthorized without a valid token,
@@ -213,7 +213,7 @@ func (s *Server) admin(r *http.Request) error {
 	if s.Auth.IsAdmin(tok) {
 		return nil
 	}
-	if _, err := s.Auth.User(tok); err != nil {
+	if _, err := s.Auth.UserContext(r.Context(), tok); err != nil {
 		return err
 	}
 	return flashsale.Errorf(flashsale.EForbidden, "this route needs the admin token")
