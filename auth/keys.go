@@ -13,7 +13,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"time"
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
@@ -98,6 +100,9 @@ func (k *SigningKey) Sign(claims jwt.Claims) (string, error) {
 // JWKS returns the JSON Web Key Set of the keys' public halves, as a
 // provider publishes it.
 func JWKS(keys ...*SigningKey) ([]byte, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("auth: a JWKS of no key (give --key)")
+	}
 	set := jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{}}
 	for _, k := range keys {
 		j, err := jwkset.NewJWKFromKey(k.Key.Public(), jwkset.JWKOptions{
@@ -109,4 +114,20 @@ func JWKS(keys ...*SigningKey) ([]byte, error) {
 		set.Keys = append(set.Keys, j.Marshal())
 	}
 	return json.MarshalIndent(set, "", "  ")
+}
+
+// ReadSigningKey is ParseSigningKey of the file at path.
+func ReadSigningKey(path, alg string) (*SigningKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	return ParseSigningKey(b, alg)
+}
+
+// ProviderToken returns a token as a provider signs it: iss, aud, sub,
+// iat and exp ttl ahead.
+func (k *SigningKey) ProviderToken(issuer, audience, subject string, ttl time.Duration) (string, error) {
+	now := time.Now()
+	return k.Sign(jwt.MapClaims{"iss": issuer, "aud": audience, "sub": subject, "iat": now.Unix(), "exp": now.Add(ttl).Unix()})
 }

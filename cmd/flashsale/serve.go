@@ -42,7 +42,8 @@ type serveConfig struct {
 	locks       lockFlags // stocklock.go
 	payments    paymentFlags
 	expireEvery time.Duration
-	admission   admissionFlags // admission.go
+	admission   admissionFlags     // admission.go
+	provider    auth.ProviderFlags // provider.go
 }
 
 // strategyEntry is one value of --strategy: how serve builds it.
@@ -125,6 +126,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.consumer.register(fs)
 	c.durability.register(fs)
 	c.locks.register(fs, false)
+	registerProvider(fs, &c.provider)
 }
 
 func (c *serveConfig) validate() error {
@@ -160,6 +162,9 @@ func (c *serveConfig) validate() error {
 		if err := entry.validate(c); err != nil {
 			return err
 		}
+	}
+	if _, _, err := c.provider.Provider(); err != nil {
+		return err
 	}
 	_, err := c.authenticator() // before an embedded backend starts
 	return err
@@ -264,6 +269,10 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		return nil, err
 	}
 	cfg.consumer.measure = obs.m.Persister
+	if err := useProvider(cfg, authn, b, obs, log); err != nil {
+		obs.close()
+		return nil, err
+	}
 	svc, err := newServices(cfg, b, log)
 	if err != nil {
 		obs.close()
