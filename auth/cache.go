@@ -25,7 +25,14 @@ const cacheShards = 64
 type tokenKey [16]byte
 
 func keyOf(token string) tokenKey {
-	sum := sha256.Sum256([]byte(token))
+	var buf [4096]byte // on the stack: []byte(token) of over 32 bytes allocates
+	b := buf[:0]
+	if len(token) <= len(buf) {
+		b = append(b, token...)
+	} else {
+		b = []byte(token)
+	}
+	sum := sha256.Sum256(b)
 	return tokenKey(sum[:16])
 }
 
