@@ -51,13 +51,13 @@ var signingAlgs = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
 
 // oidc is the verifier of one provider's tokens.
 type oidc struct {
-	p       Provider
-	keys    jwkset.Storage
-	parser  *jwt.Parser
-	lookups singleflight.Group // unknown kids: one refresh serves every waiter
-	buyers  *buyers
-	// cached is the keys as last read, without a refresh on a miss.
-	cached jwkset.Storage
+	p    Provider
+	keys *jwkset.MemoryJWKSet // as last read
+	// unknownKID limits the reads of the keys unknown kids cause.
+	unknownKID *rate.Limiter
+	parser     *jwt.Parser
+	lookups    singleflight.Group // unknown kids: one refresh serves every waiter
+	buyers     *buyers
 	// unknown counts the lookups of kids not among the keys;
 	// refreshFailures the failed reads of the keys.
 	unknown, refreshFailures atomic.Uint64
@@ -116,38 +116,35 @@ func cmpOr(d, def time.Duration) time.Duration {
 	return def
 }
 
-// newKeys is the provider's key set: read now (a failure logged, the set
-// empty until a refresh succeeds), every p.Refresh in the background, and
-// at once for an unknown kid at most every p.UnknownKIDEvery. A failed
-// refresh keeps the keys it had.
+// newKeys is the provider's key set, o.keys: read now (a failure logged,
+// the set empty until a read succeeds) and every p.Refresh in the
+// background until ctx ends. A failed read keeps the keys it had.
 func (o *oidc) newKeys(ctx context.Context) error {
-	failed := func(ctx context.Context, err error) {
-		o.refreshFailures.Add(1)
-		o.p.Log.Warn("auth: reading the identity provider's keys failed; the keys read before stay in use",
-			"jwks_url", o.p.JWKSURL, "err", err)
+	o.keys = jwkset.NewMemoryStorage()
+	o.unknownKID = rate.NewLimiter(rate.Every(o.p.UnknownKIDEvery), 1)
+	_, err := jwkset.NewStorageFromHTTP(o.p.JWKSURL, o.readOptions(ctx, o.p.Refresh))
+	if err != nil {
+		return fmt.Errorf("auth: the provider's keys at %s: %w", o.p.JWKSURL, err)
 	}
-	s, err := jwkset.NewStorageFromHTTP(o.p.JWKSURL, jwkset.HTTPClientStorageOptions{
+	return nil
+}
+
+// readOptions are jwkset's for reading the key set into o.keys, again
+// every refresh if not 0.
+func (o *oidc) readOptions(ctx context.Context, refresh time.Duration) jwkset.HTTPClientStorageOptions {
+	return jwkset.HTTPClientStorageOptions{
 		Client:                    o.p.Client,
 		Ctx:                       ctx,
 		HTTPTimeout:               o.p.Client.Timeout,
 		NoErrorReturnFirstHTTPReq: true,
-		RefreshErrorHandler:       failed,
-		RefreshInterval:           o.p.Refresh,
-	})
-	if err != nil {
-		return fmt.Errorf("auth: the provider's keys at %s: %w", o.p.JWKSURL, err)
+		RefreshErrorHandler: func(ctx context.Context, err error) {
+			o.refreshFailures.Add(1)
+			o.p.Log.Warn("auth: reading the identity provider's keys failed; the keys read before stay in use",
+				"jwks_url", o.p.JWKSURL, "err", err)
+		},
+		RefreshInterval: refresh,
+		Storage:         o.keys,
 	}
-	o.cached = s
-	// An unknown kid's refresh waits for the limiter at most as long as a
-	// read may take; past that it is refused at once (rate.Limiter.Wait
-	// knows the wait before it starts), so a flood of forged kids costs
-	// the provider one read per UnknownKIDEvery.
-	o.keys, err = jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
-		HTTPURLs:          map[string]jwkset.Storage{o.p.JWKSURL: s},
-		RateLimitWaitMax:  o.p.Client.Timeout,
-		RefreshUnknownKID: rate.NewLimiter(rate.Every(o.p.UnknownKIDEvery), 1),
-	})
-	return err
 }
 
 // discover reads the JWKS URL from the provider's discovery document,
@@ -202,17 +199,25 @@ func (o *oidc) keyFor(ctx context.Context, t *jwt.Token) (any, error) {
 	return jwk.Key(), nil
 }
 
-// lookup reads the key kid names; an unknown kid refreshes the keys first
-// (rate-limited), every concurrent lookup of that kid waiting for the one
-// refresh.
+// lookup reads the key kid names. An unknown kid reads the keys again
+// first, if the limiter allows one now (never waiting for it), so a flood
+// of forged kids costs the provider one read per UnknownKIDEvery; every
+// concurrent lookup of that kid waits for the same read.
 func (o *oidc) lookup(ctx context.Context, kid string) (jwkset.JWK, error) {
-	if jwk, err := o.cached.KeyRead(ctx, kid); err == nil {
+	if jwk, err := o.keys.KeyRead(ctx, kid); err == nil {
 		return jwk, nil
 	}
 	o.unknown.Add(1)
-	// The refresh outlives the caller that started it: others wait on it.
+	// The read outlives the caller that started it: others wait on it.
 	v, err, _ := o.lookups.Do(kid, func() (any, error) {
-		return o.keys.KeyRead(context.WithoutCancel(ctx), kid)
+		if !o.unknownKID.Allow() {
+			return nil, errUnknownKID
+		}
+		// One read, no refresh loop: the set lands in o.keys.
+		if _, err := jwkset.NewStorageFromHTTP(o.p.JWKSURL, o.readOptions(context.WithoutCancel(ctx), 0)); err != nil {
+			return nil, err
+		}
+		return o.keys.KeyRead(ctx, kid)
 	})
 	if err != nil {
 		return jwkset.JWK{}, fmt.Errorf("%w: %q", errUnknownKID, kid)

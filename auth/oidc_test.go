@@ -117,7 +117,7 @@ func TestProviderRefuses(t *testing.T) {
 func TestProviderUnknownKIDRateLimited(t *testing.T) {
 	k := testKeys()
 	p := newTestProvider(t, k["rs"])
-	a := providerAuth(t, p, testBuyerStore(t), func(c *Provider) { c.UnknownKIDEvery = time.Hour })
+	a := providerAuth(t, p, testBuyerStore(t)) // DefaultUnknownKIDEvery
 	reads := p.Reads.Load()
 	var wg sync.WaitGroup
 	for i := range 200 {
