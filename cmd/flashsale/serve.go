@@ -199,7 +199,7 @@ func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
 		ShortUsage: "flashsale serve [flags]",
 		ShortHelp:  "run the HTTP service",
 		LongHelp: fmt.Sprintf("Serves the HTTP API, the live dashboard at %s (GET / leads there) and /metrics. "+
-			"User tokens (flashsale token) are HS256 JWTs signed with --jwt-secret, accepted until %s past their exp "+
+			"User tokens (flashsale token) are HS256 JWTs signed with --jwt-secret, or the identity provider's (--oidc-issuer), accepted until %s past their exp "+
 			"(and from %s before their nbf), for clocks that differ. %s break an invariant by "+
 			"design: they are for the load lab, and serve warns when it runs one.", dashboardPath, auth.Leeway, auth.Leeway,
 			strings.Join(strategyNames(isUnsafe), ", ")),
