@@ -6,7 +6,9 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,5 +127,62 @@ func TestProviderTickets(t *testing.T) {
 	}
 	if res := api.do("GET", "/api/vouchers/"+vid+"/queue/"+tk.Ticket, token(keys[0], "bob"), "", nil); res.StatusCode == http.StatusOK {
 		t.Fatal("bob polls alice's ticket: 200")
+	}
+}
+
+// TestProviderRotationMidSale: an async sale runs while the provider
+// rotates its key: the new key published beside the old, buyers' tokens of
+// both keys ordering at once (the new kid unknown until one read of the
+// keys), then the old key withdrawn. No order is refused with 401, and
+// every buyer gets exactly one order.
+func TestProviderRotationMidSale(t *testing.T) {
+	oldKey, _ := providerKeys(t)
+	newKey, _ := providerKeys(t)
+	jwks, _ := auth.JWKS(oldKey)
+	p := oidctest.Start(t, jwks)
+	api := newTestAPI(t, apiOptions{strategy: "async", provider: &auth.Provider{Issuer: p.URL, Audience: "shop", Refresh: time.Hour}})
+	vid := api.createVoucher(100)
+	sign := func(k *auth.SigningKey, b int) string {
+		tok, err := k.ProviderToken(p.URL, "shop", "buyer-"+strconv.Itoa(b), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	orders := make([]string, 60)
+	buy := func(k *auth.SigningKey, from, to int) {
+		var wg sync.WaitGroup
+		for b := from; b < to; b++ {
+			wg.Go(func() {
+				for range 3 { // clicks: the first orders, the others are duplicate_order
+					a := api.order(sign(k, b), vid, "")
+					switch {
+					case a.Code == http.StatusOK:
+						orders[b] = a.OrderID
+					case a.Error.Code != flashsale.EDuplicateOrder:
+						t.Errorf("buyer %d, kid %s: %+v", b, k.KID, a)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	buy(oldKey, 0, 20)
+	both, _ := auth.JWKS(oldKey, newKey)
+	p.SetJWKS(both) // the overlap
+	var wg sync.WaitGroup
+	wg.Go(func() { buy(newKey, 20, 40) })
+	wg.Go(func() { buy(oldKey, 40, 50) })
+	wg.Wait()
+	only, _ := auth.JWKS(newKey)
+	p.SetJWKS(only)
+	buy(newKey, 50, 60)
+	for b, o := range orders {
+		if o == "" {
+			t.Errorf("buyer %d has no order", b)
+		}
+	}
+	if got := api.auth.Stats().Refused["unknown_kid"]; got != 0 {
+		t.Errorf("%d tokens refused for their kid during the rotation", got)
 	}
 }
