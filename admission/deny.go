@@ -13,11 +13,22 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// DenyList is who may neither queue nor order: user ids, and client
-// addresses as CIDR prefixes (a bare address is its own /32 or /128).
+// DenyList is who may neither queue nor order: user ids, buyers of the
+// identity provider by their subject, and client addresses as CIDR
+// prefixes (a bare address is its own /32 or /128).
 type DenyList struct {
-	Users []string `json:"users"`
-	IPs   []string `json:"ips"`
+	Users    []string        `json:"users"`
+	IPs      []string        `json:"ips"`
+	Subjects []DeniedSubject `json:"subjects,omitempty"`
+}
+
+// DeniedSubject is a buyer as the shop knows it, (issuer, subject), and
+// the buyer's id, which whoever sets the list fills in (httpapi, through
+// auth.Authenticator.Buyer): the list is checked by id.
+type DeniedSubject struct {
+	Issuer  string `json:"issuer"`
+	Subject string `json:"subject"`
+	User    string `json:"user,omitempty"`
 }
 
 // Bounds of the deny list.
@@ -56,7 +67,7 @@ type denyCache struct {
 // compile checks d and returns it in its canonical form (ids as written
 // by ParseID, prefixes masked), or EInvalid.
 func compile(d DenyList) (*compiled, error) {
-	if len(d.Users) > MaxDeniedUsers || len(d.IPs) > MaxDeniedPrefixes {
+	if len(d.Users)+len(d.Subjects) > MaxDeniedUsers || len(d.IPs) > MaxDeniedPrefixes {
 		return nil, flashsale.Errorf(flashsale.EInvalid, "the deny list holds at most %d users and %d ips", MaxDeniedUsers, MaxDeniedPrefixes)
 	}
 	c := &compiled{list: DenyList{Users: []string{}, IPs: []string{}}, users: map[int64]bool{}}
@@ -69,6 +80,14 @@ func compile(d DenyList) (*compiled, error) {
 			c.users[id] = true
 			c.list.Users = append(c.list.Users, strconv.FormatInt(id, 10))
 		}
+	}
+	for _, s := range d.Subjects {
+		id, err := flashsale.ParseID(s.User)
+		if err != nil {
+			return nil, flashsale.Errorf(flashsale.EInvalid, "subjects: (%q, %q) has no buyer id: %v", s.Issuer, s.Subject, err)
+		}
+		c.users[id] = true
+		c.list.Subjects = append(c.list.Subjects, s)
 	}
 	for _, s := range d.IPs {
 		p, err := netip.ParsePrefix(s)

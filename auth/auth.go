@@ -6,11 +6,11 @@
 package auth
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -39,6 +39,10 @@ type Authenticator struct {
 	macs    sync.Pool // of *macState, for the issued-header path of verify
 	now     func() time.Time
 	cache   tokenCache
+	refused refusalCounts
+	// oidc verifies the identity provider's tokens (UseProvider); nil
+	// without one.
+	oidc *oidc
 }
 
 // New returns an Authenticator for the JWT secret and the admin token
@@ -76,39 +80,32 @@ func (a *Authenticator) UserToken(userID int64, ttl time.Duration) (string, erro
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(a.secret)
 }
 
-// User verifies a user token and returns the user id it names. Every
-// failure is an EUnauthorized error that says what was wrong.
+// User is UserContext without a context.
 func (a *Authenticator) User(token string) (int64, error) {
+	return a.UserContext(context.Background(), token)
+}
+
+// UserContext verifies a user token and returns the buyer id it names:
+// an HS256 token's numeric subject, or the id of a provider's (issuer,
+// subject). Every refusal is an EUnauthorized error that says what was
+// wrong; EUnavailable when the store of buyer ids could not be reached
+// for a new buyer.
+func (a *Authenticator) UserContext(ctx context.Context, token string) (int64, error) {
 	now := a.now()
-	if id, ok := a.cache.get(token, now); ok {
+	k := keyOf(token)
+	if id, ok := a.cache.get(k, now); ok {
 		return id, nil
 	}
-	g, err := a.verify(token, now)
+	g, err := a.check(ctx, token, now)
 	if err != nil {
-		return 0, unauthorized(err)
+		return 0, a.unauthorized(err)
 	}
 	// Remembered until it expires (without the leeway), and only once it
 	// is in force.
 	if g.inForce {
-		a.cache.put(token, g.user, g.exp)
+		a.cache.put(k, g.user, g.exp)
 	}
 	return g.user, nil
-}
-
-// unauthorized is the EUnauthorized error for why verify refused a token.
-func unauthorized(err error) error {
-	switch {
-	case errors.Is(err, errExpired):
-		return flashsale.Errorf(flashsale.EUnauthorized, "the token has expired")
-	case errors.Is(err, errNoExpiry):
-		return flashsale.Errorf(flashsale.EUnauthorized, "the token has no expiry (exp)")
-	case errors.Is(err, errNotNumericDate):
-		return flashsale.Errorf(flashsale.EUnauthorized, "the token's exp, nbf and iat must be JSON numbers (seconds since 1970)")
-	case errors.Is(err, errSubject):
-		return flashsale.Errorf(flashsale.EUnauthorized, "%v", err)
-	default:
-		return flashsale.Errorf(flashsale.EUnauthorized, "the token is not valid")
-	}
 }
 
 // sealTagLen is how many bytes of HMAC-SHA256 a sealed value carries:

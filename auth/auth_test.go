@@ -55,7 +55,7 @@ func TestUserRejects(t *testing.T) {
 		{"no exp", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "1"}), "no expiry"},
 		{"other secret", sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), jwt.MapClaims{"sub": "1", "exp": future}), "not valid"},
 		{"HS512", sign(t, jwt.SigningMethodHS512, []byte(testSecret), jwt.MapClaims{"sub": "1", "exp": future}), "not valid"},
-		{"alg none", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "1", "exp": future}), "not valid"},
+		{"alg none", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "1", "exp": future}), "not signed (alg none)"},
 		{"sub not a number", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "bob", "exp": future}), "subject"},
 		{"sub zero", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "0", "exp": future}), "subject"},
 		{"sub negative", sign(t, jwt.SigningMethodHS256, []byte(testSecret), jwt.MapClaims{"sub": "-5", "exp": future}), "subject"},
@@ -228,7 +228,7 @@ func TestUserCachedToken(t *testing.T) {
 			t.Fatalf("User = %d, %v; want 7", id, err)
 		}
 	}
-	if _, ok := a.cache.get(token, now); !ok {
+	if _, ok := a.cache.get(keyOf(token), now); !ok {
 		t.Fatal("a verified token is not cached")
 	}
 	// The same claims under a signature altered in one character (not the
@@ -254,7 +254,7 @@ func TestUserNotYetValidIsNotCached(t *testing.T) {
 	if id, err := a.User(soon); err != nil || id != 3 {
 		t.Fatalf("User(nbf within leeway) = %d, %v; want 3", id, err)
 	}
-	if _, ok := a.cache.get(soon, time.Now()); ok {
+	if _, ok := a.cache.get(keyOf(soon), time.Now()); ok {
 		t.Fatal("a token not yet in force was cached")
 	}
 	later := sign(t, jwt.SigningMethodHS256, key, jwt.MapClaims{"sub": "3", "exp": exp, "nbf": time.Now().Add(time.Minute).Unix()})

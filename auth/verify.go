@@ -1,11 +1,11 @@
 package auth
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash"
 	"math"
@@ -32,22 +32,81 @@ const maxFastToken = 1024
 // map with its keys sorted).
 var issuedHeader = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
 
-// The reasons verify refuses a token; User turns them into messages.
-var (
-	errExpired     = errors.New("auth: the token has expired")
-	errNoExpiry    = errors.New("auth: the token has no exp")
-	errNotYetValid = errors.New("auth: the token's nbf is ahead")
-	errInvalid     = errors.New("auth: the token is malformed or its signature is wrong")
-	errSubject     = errors.New("the token's subject is not a user id")
-	// errNotNumericDate is returned for a time claim that is not a JSON number.
-	errNotNumericDate = errors.New("auth: a time claim is not a JSON number")
-)
-
 // grant is what a valid user token says.
 type grant struct {
 	user    int64
 	exp     time.Time // without the leeway
 	inForce bool      // no nbf, or one passed (without the leeway)
+}
+
+// check verifies a token by the verifier its iss and alg name: HS256
+// (verify) unless a provider is in use and the token names its issuer.
+// A provider's tokens are never HMACs, and an HS256 subject is below
+// BuyerBase beside a provider.
+func (a *Authenticator) check(ctx context.Context, token string, now time.Time) (grant, error) {
+	header, _, _ := strings.Cut(token, ".")
+	if header == issuedHeader && len(token) <= maxFastToken {
+		g, err := a.verify(token, now)
+		if err != nil && a.oidc != nil {
+			if _, iss, ok := peek(token); ok && iss == a.oidc.p.Issuer {
+				return grant{}, errAlgHMAC
+			}
+		}
+		return a.inRange(g, err)
+	}
+	alg, iss, ok := peek(token)
+	switch {
+	case ok && strings.EqualFold(alg, "none"):
+		return grant{}, errAlgNone
+	case !ok || a.oidc == nil:
+		return a.verify(token, now)
+	case iss == a.oidc.p.Issuer && strings.HasPrefix(alg, "HS"):
+		return grant{}, errAlgHMAC
+	case iss == a.oidc.p.Issuer:
+		return a.oidc.verify(ctx, token, now)
+	case strings.HasPrefix(alg, "HS"):
+		return a.inRange(a.verify(token, now))
+	default:
+		return grant{}, fmt.Errorf("%w: %q", errIssuer, iss)
+	}
+}
+
+// inRange refuses an HS256 subject at or above BuyerBase beside a
+// provider: those ids are the provider's buyers'.
+func (a *Authenticator) inRange(g grant, err error) (grant, error) {
+	if err == nil && a.oidc != nil && g.user >= BuyerBase {
+		return grant{}, fmt.Errorf("%w: %d is not below %d, where the identity provider's buyers start", errSubject, g.user, BuyerBase)
+	}
+	return g, err
+}
+
+// peek reads a token's alg and iss without verifying anything; false for
+// a token golang-jwt cannot read.
+func peek(token string) (alg, iss string, ok bool) {
+	var c issuerClaim
+	t, _, err := peekParser.ParseUnverified(token, &c)
+	if err != nil {
+		return "", "", false
+	}
+	alg, _ = t.Header["alg"].(string)
+	return alg, c.Issuer, true
+}
+
+var peekParser = jwt.NewParser()
+
+// issuerClaim reads a token's iss alone, whatever its other claims.
+type issuerClaim struct {
+	Issuer string `json:"iss"`
+	jwt.RegisteredClaims
+}
+
+func (c *issuerClaim) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Issuer string `json:"iss"`
+	}
+	err := json.Unmarshal(b, &v)
+	c.Issuer = v.Issuer
+	return err
 }
 
 // verify checks token's signature, times at now and subject: a token with

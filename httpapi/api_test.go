@@ -90,6 +90,9 @@ type apiOptions struct {
 	// passTTL is the waiting room's (default 60s); trustProxy the server's.
 	passTTL    time.Duration
 	trustProxy bool
+	// provider, when set, is an identity provider the server trusts
+	// beside its HS256 tokens, its buyers numbered in the test's database.
+	provider *auth.Provider
 }
 
 func newTestAPI(t testing.TB, o apiOptions) *testAPI {
@@ -125,6 +128,13 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 	a, err := auth.New(secret, adminToken)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.provider != nil {
+		pctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		if err := a.UseProvider(pctx, *o.provider, db); err != nil {
+			t.Fatal(err)
+		}
 	}
 	api.auth = a
 	api.queue = api.newQueue(o)

@@ -76,6 +76,11 @@ func benchOrdersOn(b *testing.B, api *testAPI, vid string, users int) {
 	for i := range tokens {
 		tokens[i] = api.userToken(int64(i + 1))
 	}
+	benchOrdersTokens(b, api, vid, tokens)
+}
+
+// benchOrdersTokens is benchOrdersOn with the buyers' tokens given.
+func benchOrdersTokens(b *testing.B, api *testAPI, vid string, tokens []string) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConcurrency, MaxConnsPerHost: benchConcurrency}}
 	healthz := func(int) (*http.Request, error) {
 		return http.NewRequest(http.MethodGet, api.url+"/healthz", nil)

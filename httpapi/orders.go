@@ -148,7 +148,7 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
 	isAdmin := s.guessBlocked(r) == nil && s.Auth.IsAdmin(tok)
 	var userID int64
 	if !isAdmin {
-		if userID, err = s.Auth.User(tok); err != nil {
+		if userID, err = s.Auth.UserContext(r.Context(), tok); err != nil {
 			// Neither the admin's nor a user's: a guess, as on the admin
 			// routes.
 			s.fail(w, r, cmp.Or(s.throttleAdmin(r), err))

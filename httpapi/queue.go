@@ -2,11 +2,14 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/netip"
+	"strconv"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/admission"
+	"github.com/flashsale/flashsale/auth"
 )
 
 // Admission is the waiting room and the deny list; *admission.Queue
@@ -101,7 +104,11 @@ func (s *Server) putDenyList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var d admission.DenyList
-	if err := decodeJSON(w, r, &d); err != nil {
+	err := decodeJSON(w, r, &d)
+	if err == nil {
+		err = s.denySubjects(r, d.Subjects)
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -111,6 +118,25 @@ func (s *Server) putDenyList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, kept)
+}
+
+// denySubjects fills in the buyer ids of the deny list's subjects, the
+// identity provider's (issuer, subject) pairs.
+func (s *Server) denySubjects(r *http.Request, subjects []admission.DeniedSubject) error {
+	if len(subjects) > admission.MaxDeniedUsers {
+		return flashsale.Errorf(flashsale.EInvalid, "the deny list holds at most %d users", admission.MaxDeniedUsers)
+	}
+	for i, d := range subjects {
+		id, err := s.Auth.Buyer(r.Context(), d.Issuer, d.Subject)
+		switch {
+		case errors.Is(err, auth.ErrNoProvider), errors.Is(err, auth.ErrSubject):
+			return flashsale.Errorf(flashsale.EInvalid, "subjects[%d]: %v", i, err)
+		case err != nil:
+			return flashsale.Errorf(flashsale.EUnavailable, "subjects[%d]: the buyer could not be looked up: %v", i, err)
+		}
+		subjects[i].User = strconv.FormatInt(id, 10)
+	}
+	return nil
 }
 
 // getDenyList shows the deny list (admin).

@@ -193,7 +193,7 @@ func (s *Server) user(r *http.Request) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.Auth.User(tok)
+	return s.Auth.UserContext(r.Context(), tok)
 }
 
 // admin checks for the admin token: EUnauthorized without a valid token,
@@ -212,7 +212,7 @@ func (s *Server) admin(r *http.Request) error {
 	if err := s.throttleAdmin(r); err != nil {
 		return err
 	}
-	if _, err := s.Auth.User(tok); err != nil {
+	if _, err := s.Auth.UserContext(r.Context(), tok); err != nil {
 		return err
 	}
 	return flashsale.Errorf(flashsale.EForbidden, "this route needs the admin token")

@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			consumeCommand(stdout, stderr),
 			reconcileCommand(stdout, stderr),
 			tokenCommand(stdout),
+			jwksCommand(stdout),
 			benchCommand(stdout, stderr),
 			demoCommand(stdout, stderr),
 		},

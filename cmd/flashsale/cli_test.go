@@ -34,8 +34,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"a command's --help", []string{"serve", "--help"}, 0, "Usage: flashsale serve", "", 0},
 		{"help", []string{"help"}, 0, "Usage: flashsale <command>", "", 0},
 		{"help on a command", []string{"help", "bench"}, 0, "--wide=false", "", 0},
-		{"help on an unknown command: one line", []string{"help", "sell"}, 2, "", `flashsale: unknown command "sell"; the commands are serve, consume, reconcile, token, bench, demo, help, version (see: flashsale help)`, 1},
-		{"unknown command: one line", []string{"sell"}, 2, "", `flashsale: unknown command "sell"; the commands are serve, consume, reconcile, token, bench, demo, help, version (see: flashsale help)`, 1},
+		{"help on an unknown command: one line", []string{"help", "sell"}, 2, "", `flashsale: unknown command "sell"; the commands are serve, consume, reconcile, token, jwks, bench, demo, help, version (see: flashsale help)`, 1},
+		{"unknown command: one line", []string{"sell"}, 2, "", `flashsale: unknown command "sell"; the commands are serve, consume, reconcile, token, jwks, bench, demo, help, version (see: flashsale help)`, 1},
 		{"no command: the usage", nil, 2, "", "flashsale: no command given\n\nUsage: flashsale <command>", 0},
 		{"version", []string{"version"}, 0, runtime.Version(), "", 0},
 		{"--version", []string{"--version"}, 0, runtime.Version(), "", 0},
@@ -108,7 +108,7 @@ func TestHelpText(t *testing.T) {
 	if err := run(context.Background(), []string{"help"}, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"", "serve", "consume", "reconcile", "token", "bench", "demo", "help", "version"} {
+	for _, name := range []string{"", "serve", "consume", "reconcile", "token", "jwks", "bench", "demo", "help", "version"} {
 		stdout.Reset()
 		args := []string{"help"}
 		if name != "" {

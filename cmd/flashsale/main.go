@@ -4,6 +4,7 @@
 //	flashsale consume    the async pipeline's stream consumers alone
 //	flashsale reconcile  compare Redis and MySQL per voucher, and repair
 //	flashsale token      print user tokens for testing
+//	flashsale jwks       print the JWKS of token --key's keys
 //	flashsale bench      the load lab: run a sale and audit it
 //	flashsale demo       a small sale per strategy on embedded backends
 //	flashsale help       the usage of flashsale or of one command

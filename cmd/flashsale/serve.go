@@ -45,7 +45,8 @@ type serveConfig struct {
 	locks       lockFlags // stocklock.go
 	payments    paymentFlags
 	expireEvery time.Duration
-	admission   admissionFlags // admission.go
+	admission   admissionFlags     // admission.go
+	provider    auth.ProviderFlags // provider.go
 }
 
 // The rate limits serve ships with: a buyer clicks a few times a
@@ -137,6 +138,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.consumer.register(fs)
 	c.durability.register(fs)
 	c.locks.register(fs, false)
+	registerProvider(fs, &c.provider)
 }
 
 func (c *serveConfig) validate() error {
@@ -176,6 +178,9 @@ func (c *serveConfig) validate() error {
 			return err
 		}
 	}
+	if _, _, err := c.provider.Provider(); err != nil {
+		return err
+	}
 	_, err := c.authenticator() // before an embedded backend starts
 	return err
 }
@@ -213,7 +218,7 @@ func serveCommand(stdout, stderr io.Writer) *ffcli.Command {
 		ShortUsage: "flashsale serve [flags]",
 		ShortHelp:  "run the HTTP service",
 		LongHelp: fmt.Sprintf("Serves the HTTP API, the live dashboard at %s (GET / leads there) and /metrics. "+
-			"User tokens (flashsale token) are HS256 JWTs signed with --jwt-secret, accepted until %s past their exp "+
+			"User tokens (flashsale token) are HS256 JWTs signed with --jwt-secret, or the identity provider's (--oidc-issuer), accepted until %s past their exp "+
 			"(and from %s before their nbf), for clocks that differ. %s break an invariant by "+
 			"design: they are for the load lab, and serve warns when it runs one.", dashboardPath, auth.Leeway, auth.Leeway,
 			strings.Join(strategyNames(isUnsafe), ", ")),
@@ -284,6 +289,10 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		return nil, err
 	}
 	cfg.consumer.measure = obs.m.Persister
+	if err := useProvider(cfg, authn, b, obs, log); err != nil {
+		obs.close()
+		return nil, err
+	}
 	svc, err := newServices(cfg, b, log)
 	if err != nil {
 		obs.close()

@@ -1,0 +1,74 @@
+package httpapi_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/internal/oidctest"
+)
+
+// BenchmarkProviderSale is BenchmarkHotVoucher's async sale shape (stock
+// 1,000, every buyer clicking five times) with the buyers' tokens signed
+// by an identity provider, RS256, ES256 or EdDSA, beside the same sale
+// with HS256 tokens, in one run; and the worst case, RS256/new: every
+// request a new buyer's token, so every one is verified and its subject
+// numbered in MySQL; and RS256/known, the sale shape with every buyer
+// numbered before (another sale's buyers: the subject cache knows them).
+// Compare the ratio (attempts/s over /healthz/s of the
+// same server) and cpu-µs/attempt between the sub-benchmarks.
+func BenchmarkProviderSale(b *testing.B) {
+	rs, es := providerKeys(b)
+	_, edKey, _ := ed25519.GenerateKey(rand.Reader)
+	ed, err := auth.NewSigningKey(edKey, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	jwks, err := auth.JWKS(rs, es, ed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := oidctest.Start(b, jwks)
+	provider := &auth.Provider{Issuer: p.URL, Audience: "flashsale-shop"}
+	for _, c := range []struct {
+		name  string
+		key   *auth.SigningKey // nil: HS256
+		users func(n int) int
+		known bool // the buyers numbered before the run
+	}{
+		{"HS256", nil, func(n int) int { return max(n/5, 1) }, false},
+		{"RS256", rs, func(n int) int { return max(n/5, 1) }, false},
+		{"RS256/known", rs, func(n int) int { return max(n/5, 1) }, true},
+		{"ES256", es, func(n int) int { return max(n/5, 1) }, false},
+		{"EdDSA", ed, func(n int) int { return max(n/5, 1) }, false},
+		{"RS256/new", rs, func(n int) int { return n }, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			api := newTestAPI(b, apiOptions{strategy: "async", provider: provider})
+			tokens := make([]string, c.users(b.N))
+			for i := range tokens {
+				if c.key == nil {
+					tokens[i] = api.userToken(int64(i + 1))
+					continue
+				}
+				tok, err := c.key.Sign(jwt.MapClaims{"iss": p.URL, "aud": "flashsale-shop", "sub": "buyer-" + strconv.Itoa(i),
+					"exp": time.Now().Add(time.Hour).Unix()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				tokens[i] = tok
+				if c.known {
+					if _, err := api.auth.Buyer(b.Context(), p.URL, "buyer-"+strconv.Itoa(i)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			benchOrdersTokens(b, api, api.createVoucher(1000), tokens)
+		})
+	}
+}
