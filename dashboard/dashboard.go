@@ -153,13 +153,18 @@ type voucherStats struct {
 
 // queueView is what anyone may see of a waiting room: the tickets
 // waiting, the passes handed out in the last second and in all, the
-// voucher's admit_per_second, and the wait of a ticket joining now.
+// voucher's admit_per_second, the passes out (unused or being spent),
+// the units still to be admitted, and the wait of a ticket joining now
+// (nil with a reason: admission.Ticket).
 type queueView struct {
-	Waiting        int64 `json:"waiting"`
-	AdmittedPerSec int64 `json:"admitted_per_second"`
-	Admitted       int64 `json:"admitted"`
-	Rate           int64 `json:"admit_per_second"`
-	ETASeconds     int64 `json:"eta_seconds"`
+	Waiting        int64  `json:"waiting"`
+	AdmittedPerSec int64  `json:"admitted_per_second"`
+	Admitted       int64  `json:"admitted"`
+	Rate           int64  `json:"admit_per_second"`
+	PassesOut      int64  `json:"passes_out"`
+	UnitsAhead     int64  `json:"units_ahead"`
+	ETASeconds     *int64 `json:"eta_seconds"`
+	ETAReason      string `json:"eta_reason,omitempty"`
 }
 
 // queue returns the voucher's waiting room, or nil when it has none or
@@ -172,7 +177,8 @@ func (d *Dashboard) queue(ctx context.Context, id int64) *queueView {
 	if err != nil || st.Rate <= 0 {
 		return nil
 	}
-	return &queueView{Waiting: st.Waiting, AdmittedPerSec: st.AdmittedLastSecond, Admitted: st.Admitted, Rate: st.Rate, ETASeconds: st.ETASeconds}
+	return &queueView{Waiting: st.Waiting, AdmittedPerSec: st.AdmittedLastSecond, Admitted: st.Admitted, Rate: st.Rate,
+		PassesOut: st.Unused + st.InFlight, UnitsAhead: st.UnitsAhead, ETASeconds: st.ETASeconds, ETAReason: st.ETAReason}
 }
 
 type rates struct {

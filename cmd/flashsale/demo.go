@@ -35,7 +35,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.DurationVar(&cfg.raceWindow, "race-window", 2*time.Millisecond, "sleep between reading and writing stock, to make races visible")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "shuffles the order of the clicks")
 	cfg.registerOutput(fs)
-	fs.BoolVar(&lifecycle, "lifecycle", true, fmt.Sprintf("then, for the safe strategies at once, a short sale with a %s payment window: some buyers cancel or never pay, and their units are resold until every unit is paid", demoWindow))
+	fs.BoolVar(&lifecycle, "lifecycle", true, fmt.Sprintf("then, for the safe strategies at once, a short sale with a %s payment window: some buyers cancel or never pay, and their units are resold until every unit is paid (or the sale ends: 20s, or %d times the longest sale before on a slower machine)", demoWindow, saleScale))
 	fs.Var(&redis, "redis", "refused: the demo runs on embedded backends only (bench runs on real servers)")
 	fs.Var(&db, "db", "refused: the demo runs on embedded backends only (bench runs on real servers)")
 	return &ffcli.Command{

@@ -129,7 +129,9 @@ function showQueue(q) {
   $("queue-waiting").textContent = num(q.waiting);
   $("queue-rate").textContent = `${num(q.admitted_per_second)} of ${num(q.admit_per_second)}`;
   $("queue-admitted").textContent = num(q.admitted);
-  $("queue-eta").textContent = q.waiting ? num(q.eta_seconds) : "–";
+  $("queue-units").textContent = `${num(q.units_ahead)} · ${num(q.passes_out)}`;
+  const why = {passes_out: "none: only a pass expiring moves it", beyond_units: "none: only units coming back move it"};
+  $("queue-eta").textContent = !q.waiting ? "–" : q.eta_seconds == null ? why[q.eta_reason] || "none" : num(q.eta_seconds);
 }
 
 function status(ok, text) {
