@@ -18,6 +18,7 @@ import (
 	"github.com/peterbourgon/ff/v3/ffcli"
 
 	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/internal/statusline"
 	"github.com/flashsale/flashsale/lab"
 )
 
@@ -56,6 +57,8 @@ type benchConfig struct {
 	// strategies at once, each on its own instances.
 	then     *benchConfig
 	parallel bool
+	// line, when set (the demo), shows the runs' progress on one line.
+	line *statusline.Line
 }
 
 func (c *benchConfig) register(fs *flag.FlagSet) {
