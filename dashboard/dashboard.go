@@ -91,13 +91,20 @@ type summary struct {
 	RemainingMySQL int    `json:"remaining_mysql"`
 	RemainingRedis *int   `json:"remaining_redis"`
 	Orders         int    `json:"orders"`
-	// Of the orders in MySQL: paid, awaiting payment, and the units of
-	// cancelled and expired ones given back to the stock.
-	Paid            int       `json:"paid"`
-	AwaitingPayment int       `json:"awaiting_payment"`
-	Returned        int       `json:"returned"`
-	BeginTime       time.Time `json:"begin_time"`
-	EndTime         time.Time `json:"end_time"`
+	// Of the orders in MySQL: paid, awaiting payment, cancelled and
+	// expired, and the units of those given back to the stock; Pending,
+	// the async orders accepted in Redis and not in MySQL yet (absent for
+	// a synchronous strategy's voucher); the payment window, which says
+	// which of these states apply (0: none but orders).
+	Paid                 int       `json:"paid"`
+	AwaitingPayment      int       `json:"awaiting_payment"`
+	Cancelled            int       `json:"cancelled"`
+	Expired              int       `json:"expired"`
+	Returned             int       `json:"returned"`
+	Pending              *int64    `json:"pending,omitempty"`
+	PaymentWindowSeconds int       `json:"payment_window_seconds"`
+	BeginTime            time.Time `json:"begin_time"`
+	EndTime              time.Time `json:"end_time"`
 }
 
 // list is the body of GET /api/stats.
@@ -126,6 +133,7 @@ func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
 func public(v metrics.VoucherSample, now time.Time) summary {
 	return summary{ID: v.ID, Title: v.Title, Status: status(v, now), Stock: v.Stock, RemainingMySQL: v.RemainingMySQL,
 		RemainingRedis: v.RemainingRedis, Orders: v.Orders, Paid: v.Paid, AwaitingPayment: v.AwaitingPayment, Returned: v.Returned,
+		Cancelled: v.Cancelled, Expired: v.Expired, Pending: v.Backlog, PaymentWindowSeconds: v.PaymentWindowSeconds,
 		BeginTime: v.BeginTime, EndTime: v.EndTime}
 }
 
