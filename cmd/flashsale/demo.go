@@ -105,7 +105,7 @@ const demoWindow = 2 * time.Second
 func demoLifecycle(cfg benchConfig) *benchConfig {
 	c := cfg
 	c.strategies = strings.Join(strategyNames(func(e strategyEntry) bool { return !isUnsafe(e) }), ",")
-	c.stock, c.users, c.requests, c.concurrency = 10, 60, 0, 20
+	c.stock, c.users, c.requests, c.concurrency = 10, 60, 0, min(20, cfg.concurrency)
 	c.rules = benchRules{quantityMax: 1, limit: 1, window: demoWindow, pay: 0.8, cancel: 0.1, saleFor: 20 * time.Second}
 	c.parallel = true
 	return &c

@@ -26,7 +26,7 @@ func TestDemo(t *testing.T) {
 	dir := t.TempDir()
 	jsonPath, htmlPath := filepath.Join(dir, "demo.json"), filepath.Join(dir, "demo.html")
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"demo", "--users", "60", "--stock", "10", "--concurrency", "30", "--json", jsonPath, "--html", htmlPath}, &stdout, &stderr)
+	err := run(context.Background(), []string{"demo", "--users", "60", "--stock", "10", "--concurrency", "10", "--json", jsonPath, "--html", htmlPath}, &stdout, &stderr)
 	t.Logf("stdout:\n%s", stdout.String())
 	if err != nil {
 		t.Fatalf("demo: %v\nstderr:\n%s", err, stderr.String())

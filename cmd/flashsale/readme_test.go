@@ -1,7 +1,7 @@
 package main
 
 import (
-	"io"
+	"encoding/json"
 	"net/http"
 	"os"
 	"regexp"
@@ -54,24 +54,10 @@ func TestREADMESamples(t *testing.T) {
 }
 
 // fetch sends a request with an optional bearer token and returns the
-// answer's body.
+// answer's JSON as sent.
 func fetch(t *testing.T, method, url, token string) string {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	var raw json.RawMessage
+	call(t, method, url, token, "", &raw)
+	return string(raw)
 }

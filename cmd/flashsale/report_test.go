@@ -79,7 +79,7 @@ func checkDemoReport(t *testing.T, jsonPath, htmlPath string) {
 	}
 	setup := html.UnescapeString(string(page))
 	for _, want := range []string{"<dt>mode</dt><dd>in-process: 3 instances per strategy", "<dt>race window</dt><dd>2ms</dd>",
-		"<dt>load</dt><dd>closed model, 30 in flight</dd>", "<dt>machine</dt><dd>" + lab.Machine()} {
+		"<dt>load</dt><dd>closed model, 10 in flight</dd>", "<dt>machine</dt><dd>" + lab.Machine()} {
 		if !strings.Contains(setup, want) {
 			t.Errorf("the report's setup lacks %q", want)
 		}
