@@ -27,9 +27,17 @@ end
 if expired > 0 then redis.call('HINCRBY', KEYS[6], 'expired', expired) end
 -- A claim whose instance died before settling stops counting.
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - 30000)
+
+-- Units that could still be bought: those left, less the orders whose
+-- claims were in flight or made since the caller read the units; room,
+-- those less the live passes: the units still to be admitted, kept in
+-- meta for the polls' promise (poll.lua).
+local units = tonumber(ARGV[1])
+local room = units - tonumber(ARGV[3]) - (tonumber(meta[4] or '0') - tonumber(ARGV[2]))
+room = room - redis.call('HLEN', KEYS[2])
+redis.call('HSET', KEYS[6], 'room', math.max(0, room))
 if now < begin then return {0, expired, 0} end
 
-local units = tonumber(ARGV[1])
 if units <= 0 then
   -- Sold out: every waiting ticket of this round reads sold_out; those
   -- who join after units come back form the next round.
@@ -39,11 +47,6 @@ if units <= 0 then
   end
   return {0, expired, 1}
 end
-
--- Units that could still be bought: those left, less the orders whose
--- claims were in flight or made since the caller read the units.
-local room = units - tonumber(ARGV[3]) - (tonumber(meta[4] or '0') - tonumber(ARGV[2]))
-room = room - redis.call('HLEN', KEYS[2])
 
 -- Pacing: one slot every 1000/rate ms, at most a tenth of a second's
 -- worth saved up, and never more than rate in the last 1000 ms.
@@ -85,6 +88,7 @@ if n > 0 then
   end
   redis.call('LPUSH', KEYS[7], now .. ':' .. n)
   redis.call('HINCRBY', KEYS[6], 'admitted', n)
+  redis.call('HSET', KEYS[6], 'room', math.max(0, room - n))
   nxt = nxt + n * d
 end
 redis.call('HSET', KEYS[6], 'next', nxt)

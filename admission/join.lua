@@ -3,7 +3,9 @@
 -- 2 passes (hash user -> record), 3 meta (hash). ARGV: 1 the sale's begin
 -- (ms), 2 admit_per_second, then per buyer: user, a random score in
 -- [0, 2^52).
--- Returns the round, then per buyer {state, score, rank, record}:
+-- Returns the round, the units still to be admitted as the last step
+-- counted them ('' before any) and the live passes, then per buyer
+-- {state, score, rank, record}:
 -- "waiting" with the score and 0-based rank, or "admitted" with the live
 -- pass's record ("score:pass:expiry"). Before begin a joiner's score is
 -- the random one (the early joiners' order is a shuffle); from begin on
@@ -11,11 +13,11 @@
 -- first come first.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local meta = redis.call('HMGET', KEYS[3], 'begin', 'rate', 'round')
+local meta = redis.call('HMGET', KEYS[3], 'begin', 'rate', 'round', 'room')
 if not meta[1] then redis.call('HSET', KEYS[3], 'begin', ARGV[1]) end
 if meta[2] ~= ARGV[2] then redis.call('HSET', KEYS[3], 'rate', ARGV[2]) end
 local early = now < tonumber(ARGV[1])
-local out = {meta[3] or '0'}
+local out = {meta[3] or '0', meta[4] or '', redis.call('HLEN', KEYS[2])}
 for i = 3, #ARGV, 2 do
   local user = ARGV[i]
   local s = redis.call('ZSCORE', KEYS[1], user)

@@ -1,15 +1,16 @@
 -- Read the state of a batch of tickets. KEYS: 1 waiting, 2 passes, 3 done
 -- (hash user -> record:outcome), 4 meta. ARGV per ticket: user, the
 -- ticket's score, its round.
--- Returns rate and begin, then per ticket {state, rank,
+-- Returns rate, begin, the units still to be admitted as the last step
+-- counted them ('' before any) and the live passes, then per ticket {state, rank,
 -- record}: state "waiting" (with its 0-based rank), "admitted" (the pass
 -- record, live or spent), "sold_out" or "expired". Only the entry of this
 -- very ticket (its score) counts: a buyer who joined again holds another
 -- ticket. No TIME: a read-only script may not call it on every server
 -- (miniredis), and the ETA is an estimate the caller makes.
-local meta = redis.call('HMGET', KEYS[4], 'round', 'rate', 'begin')
+local meta = redis.call('HMGET', KEYS[4], 'round', 'rate', 'begin', 'room')
 local round = tonumber(meta[1] or '0')
-local out = {meta[2] or '0', meta[3] or '0'}
+local out = {meta[2] or '0', meta[3] or '0', meta[4] or '', redis.call('HLEN', KEYS[2])}
 local function state(user, score, tround)
   local s = redis.call('ZSCORE', KEYS[1], user)
   if s and tonumber(s) == score then

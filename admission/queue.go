@@ -21,13 +21,48 @@ const (
 
 // Ticket is a buyer's place in a voucher's waiting room, as the API shows
 // it: Position is 1 for the next to be admitted; Pass is set once
-// admitted.
+// admitted. A waiting ticket says what it can be promised (promise):
+// UnitsAhead, the units still to be admitted (left, less the passes out
+// and the orders being placed, as the last admission step counted them;
+// absent before the first), and ETASeconds, or, for a position beyond
+// them, null with ETAReason: ReasonPassesOut or ReasonBeyondUnits.
 type Ticket struct {
 	Ticket     string `json:"ticket"`
 	State      string `json:"state"`
 	Position   int64  `json:"position"`
-	ETASeconds int64  `json:"eta_seconds"`
+	UnitsAhead *int64 `json:"units_ahead,omitempty"`
+	ETASeconds *int64 `json:"eta_seconds"`
+	ETAReason  string `json:"eta_reason,omitempty"`
 	Pass       string `json:"pass,omitempty"`
+}
+
+// Why a waiting ticket has no ETA: its position is beyond the units still
+// to be admitted, and it moves only when a pass out expires unused (or
+// units come back: an order cancelled or expired), or, with no pass out,
+// only when units come back.
+const (
+	ReasonPassesOut   = "passes_out"
+	ReasonBeyondUnits = "beyond_units"
+)
+
+// promise sets a waiting ticket of 0-based rank's position, UnitsAhead
+// and ETA, from the sale's begin and rate and the units still to be
+// admitted and live passes the scripts read ("" units: no step yet).
+func (t *Ticket) promise(now, begin time.Time, rank int64, rate int, units string, passes int64) {
+	t.Position = rank + 1
+	t.ETASeconds = new(eta(now, begin, rank, rate))
+	ahead, err := strconv.ParseInt(units, 10, 64)
+	if err != nil {
+		return
+	}
+	t.UnitsAhead = &ahead
+	switch {
+	case rank < ahead:
+	case passes > 0:
+		t.ETASeconds, t.ETAReason = nil, ReasonPassesOut
+	default:
+		t.ETASeconds, t.ETAReason = nil, ReasonBeyondUnits
+	}
 }
 
 // Join puts the user in the voucher's waiting room, or returns the ticket
@@ -51,22 +86,23 @@ func (q *Queue) Join(ctx context.Context, voucherID, userID int64) (*Ticket, err
 	user := strconv.FormatInt(userID, 10)
 	jc := &call{ctx: ctx, args: []string{user, strconv.FormatInt(rand.Int64N(1<<52), 10)}}
 	if err := q.batched("j"+r.meta, joinScript, []string{r.waiting, r.passes, r.meta},
-		[]string{ms(c.begin), strconv.Itoa(c.rate)}, 1, jc); err != nil {
+		[]string{ms(c.begin), strconv.Itoa(c.rate)}, 3, jc); err != nil {
 		return nil, unavailable("join", err)
 	}
 	res := jc.reply
 	round, _ := jc.head[0].ToString()
+	units, _ := jc.head[1].ToString()
+	passes, _ := jc.head[2].AsInt64()
 	state, _ := res[0].ToString()
 	score, _ := res[1].ToString()
 	rank, _ := res[2].AsInt64()
-	t := &Ticket{Ticket: q.sign("t", voucherID, user, score, round), State: state}
+	t := &Ticket{Ticket: q.sign("t", voucherID, user, score, round), State: state, ETASeconds: new(int64(0))}
 	if state == Admitted {
 		rec, _ := res[3].ToString()
 		t.Pass = q.passToken(voucherID, user, rec)
 		return t, nil
 	}
-	t.Position = rank + 1
-	t.ETASeconds = eta(time.Now(), c.begin, rank, c.rate)
+	t.promise(time.Now(), c.begin, rank, c.rate, units, passes)
 	return t, nil
 }
 
@@ -96,23 +132,24 @@ func (q *Queue) Poll(ctx context.Context, voucherID, userID int64, ticket string
 		return nil, flashsale.Errorf(flashsale.ENotFound, "no such ticket for voucher %d", voucherID)
 	}
 	if q.final.has(voucherID, ticket) {
-		return &Ticket{Ticket: ticket, State: SoldOut}, nil
+		return &Ticket{Ticket: ticket, State: SoldOut, ETASeconds: new(int64(0))}, nil
 	}
 	r := q.keys.room(voucherID)
 	c := &call{ctx: ctx, args: f}
-	if err := q.batched("p"+r.meta, pollScript, []string{r.waiting, r.passes, r.done, r.meta}, nil, 2, c); err != nil {
+	if err := q.batched("p"+r.meta, pollScript, []string{r.waiting, r.passes, r.done, r.meta}, nil, 4, c); err != nil {
 		return nil, unavailable("poll", err)
 	}
 	rate, _ := c.head[0].AsInt64()
 	begin, _ := c.head[1].AsInt64()
+	units, _ := c.head[2].ToString()
+	passes, _ := c.head[3].AsInt64()
 	state, _ := c.reply[0].ToString()
 	rank, _ := c.reply[1].AsInt64()
 	rec, _ := c.reply[2].ToString()
-	t := &Ticket{Ticket: ticket, State: state}
+	t := &Ticket{Ticket: ticket, State: state, ETASeconds: new(int64(0))}
 	switch state {
 	case Waiting:
-		t.Position = rank + 1
-		t.ETASeconds = eta(time.Now(), time.UnixMilli(begin), rank, int(rate))
+		t.promise(time.Now(), time.UnixMilli(begin), rank, int(rate), units, passes)
 	case Admitted:
 		t.Pass = q.passToken(voucherID, f[0], rec)
 	case SoldOut:

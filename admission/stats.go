@@ -2,27 +2,30 @@ package admission
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Stats is one voucher's waiting room at a glance, for the dashboard and
 // the metrics: Waiting tickets, passes Unused (live) and InFlight (claimed
 // by an order being placed), the totals Admitted and Expired since the
 // room opened, AdmittedLastSecond (passes handed out in the last second,
-// by Redis's clock), ETASeconds for a ticket joining now, and Rate, the
-// voucher's admit_per_second.
+// by Redis's clock), Rate, the voucher's admit_per_second, and what a
+// ticket joining now would be promised (Ticket): UnitsAhead, the units
+// still to be admitted, and ETASeconds, or nil with ETAReason.
 type Stats struct {
-	VoucherID          int64 `json:"voucher_id,string"`
-	Waiting            int64 `json:"waiting"`
-	Unused             int64 `json:"unused_passes"`
-	InFlight           int64 `json:"in_flight"`
-	Admitted           int64 `json:"admitted"`
-	Expired            int64 `json:"expired"`
-	AdmittedLastSecond int64 `json:"admitted_last_second"`
-	ETASeconds         int64 `json:"eta_seconds"`
-	Rate               int64 `json:"admit_per_second"`
+	VoucherID          int64  `json:"voucher_id,string"`
+	Waiting            int64  `json:"waiting"`
+	Unused             int64  `json:"unused_passes"`
+	InFlight           int64  `json:"in_flight"`
+	Admitted           int64  `json:"admitted"`
+	Expired            int64  `json:"expired"`
+	AdmittedLastSecond int64  `json:"admitted_last_second"`
+	Rate               int64  `json:"admit_per_second"`
+	UnitsAhead         int64  `json:"units_ahead"`
+	ETASeconds         *int64 `json:"eta_seconds"`
+	ETAReason          string `json:"eta_reason,omitempty"`
 }
 
 // Stats reads the voucher's waiting room from Redis (no MySQL), in one
@@ -33,7 +36,7 @@ func (q *Queue) Stats(ctx context.Context, voucherID int64) (Stats, error) {
 		q.client.B().Zcard().Key(r.waiting).Build(),
 		q.client.B().Hlen().Key(r.passes).Build(),
 		q.client.B().Zcard().Key(r.claims).Build(),
-		q.client.B().Hmget().Key(r.meta).Field("admitted", "expired", "rate").Build(),
+		q.client.B().Hmget().Key(r.meta).Field("admitted", "expired", "rate", "room").Build(),
 		q.client.B().Lrange().Key(r.log).Start(0).Stop(-1).Build(),
 		q.client.B().Time().Build())
 	for _, x := range res {
@@ -63,8 +66,12 @@ func (q *Queue) Stats(ctx context.Context, voucherID int64) (Stats, error) {
 		k, _ := strconv.ParseInt(n, 10, 64)
 		s.AdmittedLastSecond += k
 	}
-	if s.Rate > 0 {
-		s.ETASeconds = int64(math.Ceil(float64(s.Waiting+1) / float64(s.Rate)))
+	var t Ticket
+	room, _ := meta[3].ToString()
+	t.promise(time.Time{}, time.Time{}, s.Waiting, int(s.Rate), room, s.Unused)
+	s.ETASeconds, s.ETAReason = t.ETASeconds, t.ETAReason
+	if t.UnitsAhead != nil {
+		s.UnitsAhead = *t.UnitsAhead
 	}
 	return s, nil
 }

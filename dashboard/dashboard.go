@@ -93,13 +93,20 @@ type summary struct {
 	RemainingMySQL int    `json:"remaining_mysql"`
 	RemainingRedis *int   `json:"remaining_redis"`
 	Orders         int    `json:"orders"`
-	// Of the orders in MySQL: paid, awaiting payment, and the units of
-	// cancelled and expired ones given back to the stock.
-	Paid            int       `json:"paid"`
-	AwaitingPayment int       `json:"awaiting_payment"`
-	Returned        int       `json:"returned"`
-	BeginTime       time.Time `json:"begin_time"`
-	EndTime         time.Time `json:"end_time"`
+	// Of the orders in MySQL: paid, awaiting payment, cancelled and
+	// expired, and the units of those given back to the stock; Pending,
+	// the async orders accepted in Redis and not in MySQL yet (absent for
+	// a synchronous strategy's voucher); the payment window, which says
+	// which of these states apply (0: none but orders).
+	Paid                 int       `json:"paid"`
+	AwaitingPayment      int       `json:"awaiting_payment"`
+	Cancelled            int       `json:"cancelled"`
+	Expired              int       `json:"expired"`
+	Returned             int       `json:"returned"`
+	Pending              *int64    `json:"pending,omitempty"`
+	PaymentWindowSeconds int       `json:"payment_window_seconds"`
+	BeginTime            time.Time `json:"begin_time"`
+	EndTime              time.Time `json:"end_time"`
 }
 
 // list is the body of GET /api/stats.
@@ -128,6 +135,7 @@ func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
 func public(v metrics.VoucherSample, now time.Time) summary {
 	return summary{ID: v.ID, Title: v.Title, Status: status(v, now), Stock: v.Stock, RemainingMySQL: v.RemainingMySQL,
 		RemainingRedis: v.RemainingRedis, Orders: v.Orders, Paid: v.Paid, AwaitingPayment: v.AwaitingPayment, Returned: v.Returned,
+		Cancelled: v.Cancelled, Expired: v.Expired, Pending: v.Backlog, PaymentWindowSeconds: v.PaymentWindowSeconds,
 		BeginTime: v.BeginTime, EndTime: v.EndTime}
 }
 
@@ -155,13 +163,18 @@ type voucherStats struct {
 
 // queueView is what anyone may see of a waiting room: the tickets
 // waiting, the passes handed out in the last second and in all, the
-// voucher's admit_per_second, and the wait of a ticket joining now.
+// voucher's admit_per_second, the passes out (unused or being spent),
+// the units still to be admitted, and the wait of a ticket joining now
+// (nil with a reason: admission.Ticket).
 type queueView struct {
-	Waiting        int64 `json:"waiting"`
-	AdmittedPerSec int64 `json:"admitted_per_second"`
-	Admitted       int64 `json:"admitted"`
-	Rate           int64 `json:"admit_per_second"`
-	ETASeconds     int64 `json:"eta_seconds"`
+	Waiting        int64  `json:"waiting"`
+	AdmittedPerSec int64  `json:"admitted_per_second"`
+	Admitted       int64  `json:"admitted"`
+	Rate           int64  `json:"admit_per_second"`
+	PassesOut      int64  `json:"passes_out"`
+	UnitsAhead     int64  `json:"units_ahead"`
+	ETASeconds     *int64 `json:"eta_seconds"`
+	ETAReason      string `json:"eta_reason,omitempty"`
 }
 
 // queue returns the voucher's waiting room, or nil when it has none or
@@ -174,7 +187,8 @@ func (d *Dashboard) queue(ctx context.Context, id int64) *queueView {
 	if err != nil || st.Rate <= 0 {
 		return nil
 	}
-	return &queueView{Waiting: st.Waiting, AdmittedPerSec: st.AdmittedLastSecond, Admitted: st.Admitted, Rate: st.Rate, ETASeconds: st.ETASeconds}
+	return &queueView{Waiting: st.Waiting, AdmittedPerSec: st.AdmittedLastSecond, Admitted: st.Admitted, Rate: st.Rate,
+		PassesOut: st.Unused + st.InFlight, UnitsAhead: st.UnitsAhead, ETASeconds: st.ETASeconds, ETAReason: st.ETAReason}
 }
 
 type rates struct {

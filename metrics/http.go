@@ -59,9 +59,13 @@ func (m *Metrics) Middleware(next http.Handler) http.Handler {
 }
 
 // statusOutcome names the outcome of an order request the order service
-// never saw, from its status.
+// never saw, from its status. On the order route the one 403 it does not
+// see is the deny list's (httpapi checks it first; a pass is checked
+// inside the service).
 func statusOutcome(status int) string {
 	switch status {
+	case http.StatusForbidden:
+		return "denied"
 	case http.StatusTooManyRequests:
 		return "rate_limited"
 	case http.StatusServiceUnavailable:

@@ -31,7 +31,7 @@ import (
 var Outcomes = outcomes[:]
 
 var outcomes = [...]string{"accepted", "sold_out", "duplicate_order", "limit_reached", "not_started", "ended",
-	"rate_limited", "busy", "unavailable", "invalid", "internal"}
+	"rate_limited", "busy", "unavailable", "pass_required", "pass_invalid", "denied", "invalid", "internal"}
 
 // outcomeIndex maps an outcome to its index in Outcomes.
 var outcomeIndex = func() map[string]int {
@@ -43,18 +43,19 @@ var outcomeIndex = func() map[string]int {
 }()
 
 // Outcome names the outcome of an order attempt that ended with err:
-// "accepted" for nil; not_found, unauthorized and forbidden count as
-// invalid (the attempt could never succeed as sent).
+// "accepted" for nil; the waiting room's refusals (pass_required,
+// pass_invalid, denied) by their codes, apart from a client's mistakes;
+// not_found, unauthorized and forbidden count as invalid (the attempt
+// could never succeed as sent).
 func Outcome(err error) string {
 	switch code := flashsale.ErrorCode(err); code {
 	case "":
 		return "accepted"
 	case flashsale.ESoldOut, flashsale.EDuplicateOrder, flashsale.ELimitReached, flashsale.ENotStarted, flashsale.EEnded,
-		flashsale.ERateLimited, flashsale.EBusy, flashsale.EUnavailable, flashsale.EInvalid:
-		return code
-	case flashsale.ENotFound, flashsale.EUnauthorized, flashsale.EForbidden,
-		// The waiting room's refusals (flashsale_queue_* tell its story).
+		flashsale.ERateLimited, flashsale.EBusy, flashsale.EUnavailable, flashsale.EInvalid,
 		flashsale.EPassRequired, flashsale.EPassInvalid, flashsale.EDenied:
+		return code
+	case flashsale.ENotFound, flashsale.EUnauthorized, flashsale.EForbidden:
 		return "invalid"
 	default:
 		return "internal"

@@ -29,6 +29,9 @@ func TestOutcome(t *testing.T) {
 		{flashsale.Errorf(flashsale.EUnavailable, "x"), "unavailable"},
 		{flashsale.Errorf(flashsale.ENotFound, "x"), "invalid"},
 		{flashsale.Errorf(flashsale.EInvalid, "x"), "invalid"},
+		{flashsale.Errorf(flashsale.EPassRequired, "x"), "pass_required"},
+		{flashsale.Errorf(flashsale.EPassInvalid, "x"), "pass_invalid"},
+		{flashsale.Errorf(flashsale.EDenied, "x"), "denied"},
 		{errors.New("boom"), "internal"},
 	} {
 		if got := Outcome(tc.err); got != tc.want {

@@ -88,13 +88,14 @@ var (
 	descQueueAdm   = prometheus.NewDesc("flashsale_queue_admitted_total", "Buyers admitted (passes handed out).", voucherLabel, nil)
 	descQueueExp   = prometheus.NewDesc("flashsale_queue_expired_total", "Passes that ran out unused.", voucherLabel, nil)
 	descQueueRate  = prometheus.NewDesc("flashsale_queue_admitted_last_second", "Passes handed out in the last second (Redis's clock).", voucherLabel, nil)
-	descQueueETA   = prometheus.NewDesc("flashsale_queue_eta_seconds", "Estimated wait of a ticket joining now.", voucherLabel, nil)
+	descQueueETA   = prometheus.NewDesc("flashsale_queue_eta_seconds", "Estimated wait of a ticket joining now; absent when it would be beyond the units still to be admitted.", voucherLabel, nil)
+	descQueueAhead = prometheus.NewDesc("flashsale_queue_units_ahead", "Units still to be admitted: left, less the passes out and the orders being placed.", voucherLabel, nil)
 	descQueueLimit = prometheus.NewDesc("flashsale_queue_admit_per_second", "The voucher's admit_per_second.", voucherLabel, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (w *QueueWatch) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueueWait, descQueuePass, descQueueAdm, descQueueExp, descQueueRate, descQueueETA, descQueueLimit} {
+	for _, d := range []*prometheus.Desc{descQueueWait, descQueuePass, descQueueAdm, descQueueExp, descQueueRate, descQueueETA, descQueueAhead, descQueueLimit} {
 		ch <- d
 	}
 }
@@ -110,7 +111,10 @@ func (w *QueueWatch) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descQueueAdm, prometheus.CounterValue, float64(s.Admitted), id)
 		ch <- prometheus.MustNewConstMetric(descQueueExp, prometheus.CounterValue, float64(s.Expired), id)
 		ch <- prometheus.MustNewConstMetric(descQueueRate, prometheus.GaugeValue, float64(s.AdmittedLastSecond), id)
-		ch <- prometheus.MustNewConstMetric(descQueueETA, prometheus.GaugeValue, float64(s.ETASeconds), id)
+		if s.ETASeconds != nil { // none for a ticket beyond the units still to be admitted
+			ch <- prometheus.MustNewConstMetric(descQueueETA, prometheus.GaugeValue, float64(*s.ETASeconds), id)
+		}
+		ch <- prometheus.MustNewConstMetric(descQueueAhead, prometheus.GaugeValue, float64(s.UnitsAhead), id)
 		ch <- prometheus.MustNewConstMetric(descQueueLimit, prometheus.GaugeValue, float64(s.Rate), id)
 	}
 }

@@ -47,7 +47,7 @@ func TestWatchQueue(t *testing.T) {
 	var many []admission.Stats
 	for id := int64(1); id <= maxRooms+5; id++ {
 		many = append(many, admission.Stats{VoucherID: id, Waiting: 10 * id, Unused: id, Admitted: 100 + id,
-			Expired: 2, AdmittedLastSecond: 3, ETASeconds: 7, Rate: 50})
+			Expired: 2, AdmittedLastSecond: 3, ETASeconds: new(int64(7)), Rate: 50, UnitsAhead: 4})
 	}
 	r.set(many, nil)
 	w.sample(ctx, nil)
@@ -59,20 +59,22 @@ func TestWatchQueue(t *testing.T) {
 	for _, f := range []struct{ name, typ, help string }{
 		{"flashsale_queue_waiting", "gauge", "Tickets waiting in a voucher's waiting room."},
 		{"flashsale_queue_admitted_total", "counter", "Buyers admitted (passes handed out)."},
-		{"flashsale_queue_eta_seconds", "gauge", "Estimated wait of a ticket joining now."},
+		{"flashsale_queue_eta_seconds", "gauge", "Estimated wait of a ticket joining now; absent when it would be beyond the units still to be admitted."},
+		{"flashsale_queue_units_ahead", "gauge", "Units still to be admitted: left, less the passes out and the orders being placed."},
 	} {
 		fmt.Fprintf(&want, "# HELP %s %s\n# TYPE %s %s\n", f.name, f.help, f.name, f.typ)
 		for _, s := range got {
-			v := map[string]int64{"flashsale_queue_waiting": s.Waiting, "flashsale_queue_admitted_total": s.Admitted, "flashsale_queue_eta_seconds": s.ETASeconds}[f.name]
+			v := map[string]int64{"flashsale_queue_waiting": s.Waiting, "flashsale_queue_admitted_total": s.Admitted, "flashsale_queue_eta_seconds": *s.ETASeconds,
+				"flashsale_queue_units_ahead": s.UnitsAhead}[f.name]
 			fmt.Fprintf(&want, "%s{voucher=\"%d\"} %d\n", f.name, s.VoucherID, v)
 		}
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want.String()),
-		"flashsale_queue_waiting", "flashsale_queue_admitted_total", "flashsale_queue_eta_seconds"); err != nil {
+		"flashsale_queue_waiting", "flashsale_queue_admitted_total", "flashsale_queue_eta_seconds", "flashsale_queue_units_ahead"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(w); n != 7*maxRooms {
-		t.Errorf("%d series, want 7 per room", n)
+	if n := testutil.CollectAndCount(w); n != 8*maxRooms {
+		t.Errorf("%d series, want 8 per room", n)
 	}
 	if problems, err := testutil.GatherAndLint(m.Registry()); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)

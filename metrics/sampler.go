@@ -66,6 +66,9 @@ type VoucherSample struct {
 	Stock     int       `json:"stock"`
 	BeginTime time.Time `json:"begin_time"`
 	EndTime   time.Time `json:"end_time"`
+	// PaymentWindowSeconds is the voucher's payment window (0: none, and
+	// no order awaits payment, is paid, cancelled or expires).
+	PaymentWindowSeconds int `json:"payment_window_seconds"`
 	// From MySQL: remaining stock, orders holding stock and their units.
 	RemainingMySQL int `json:"remaining_mysql"`
 	Orders         int `json:"orders"`
@@ -223,7 +226,8 @@ func (s *Sampler) sample(ctx context.Context, now time.Time) ([]VoucherSample, e
 	seen := map[int64]bool{}
 	for _, v := range recent {
 		seen[v.ID] = true
-		vs = append(vs, VoucherSample{ID: v.ID, Title: v.Title, Stock: v.Stock, BeginTime: v.BeginTime, EndTime: v.EndTime})
+		vs = append(vs, VoucherSample{ID: v.ID, Title: v.Title, Stock: v.Stock, BeginTime: v.BeginTime, EndTime: v.EndTime,
+			PaymentWindowSeconds: v.PaymentWindowSeconds})
 	}
 	open := map[int64]bool{}
 	if s.cfg.Redis != nil {
@@ -272,7 +276,7 @@ func (s *Sampler) voucher(ctx context.Context, v *VoucherSample, open bool) erro
 		if err != nil {
 			return nil // deleted: the caller skips it
 		}
-		v.Title, v.Stock, v.BeginTime, v.EndTime = row.Title, row.Stock, row.BeginTime, row.EndTime
+		v.Title, v.Stock, v.BeginTime, v.EndTime, v.PaymentWindowSeconds = row.Title, row.Stock, row.BeginTime, row.EndTime, row.PaymentWindowSeconds
 	}
 	a, err := s.cfg.DB.AuditVoucher(ctx, v.ID)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/peterbourgon/ff/v3/ffcli"
 
 	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/internal/statusline"
 	"github.com/flashsale/flashsale/lab"
 )
 
@@ -56,6 +57,8 @@ type benchConfig struct {
 	// strategies at once, each on its own instances.
 	then     *benchConfig
 	parallel bool
+	// line, when set (the demo), shows the runs' progress on one line.
+	line *statusline.Line
 }
 
 func (c *benchConfig) register(fs *flag.FlagSet) {
@@ -95,7 +98,7 @@ func (c *benchConfig) registerOutput(fs *flag.FlagSet) {
 }
 
 // wideColumns is about how wide --wide's table is: the demo's measured 271
-// (TestDemoWide keeps it within wideSlack).
+// (TestDemo keeps it within wideSlack, and docs/testing.md saying it).
 const wideColumns = 270
 
 // strategyList returns the --strategy names.
@@ -302,6 +305,7 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 	}
 	then := *fl
 	then.cfg, then.logDir = *cfg.then, filepath.Join(logDir, "then") // its instances' logs apart
+	then.cfg.rules.saleFor = saleBound(then.cfg.rules.saleFor, rep.Runs)
 	if err := os.Mkdir(then.logDir, 0o700); err != nil {
 		return rep, err
 	}
@@ -313,6 +317,22 @@ func benchRuns(ctx context.Context, cfg benchConfig, logDir string, log *slog.Lo
 	rep.Lifecycle.Runs, err = then.runSet(ctx, authn, secretDir, log, stdout, stderr)
 	return rep, err
 }
+
+// saleBound is how long the second set's sales stay on sale: base, or on
+// a machine slower than base assumes, saleScale times the first set's
+// longest sale (measured here, under this machine's load), so that their
+// buyers stop when every unit is paid, not when a clock set for another
+// machine runs out.
+func saleBound(base time.Duration, first []lab.Row) time.Duration {
+	for _, r := range first {
+		base = max(base, (time.Duration(r.ElapsedMs*saleScale) * time.Millisecond).Round(time.Second))
+	}
+	return base
+}
+
+// saleScale: a second-set sale has 60 buyers and waves of returned units
+// where a first-set sale has 900 clicks.
+const saleScale = 10
 
 // logNames lists the logs in dir: bench.log, the lab's own, and one per
 // instance started.

@@ -45,7 +45,7 @@ func (fl *fleets) runAll(ctx context.Context, authn *auth.Authenticator, log *sl
 		for _, adm := range fl.cfg.crowd.admissions() {
 			one := *fl // a run of each admission --admission lists
 			one.cfg.crowd.admission = adm
-			row, shown, err := one.runOne(ctx, name, authn, log, func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) })
+			row, shown, err := one.runOne(ctx, name, authn, log, fl.progress(stderr))
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -59,6 +59,15 @@ func (fl *fleets) runAll(ctx context.Context, authn *auth.Authenticator, log *sl
 		}
 	}
 	return rows, errors.Join(errs...)
+}
+
+// progress is how a run shows its progress on stderr: on the demo's
+// status line, or a display of its own.
+func (fl *fleets) progress(stderr io.Writer) func(string, int) lab.Progress {
+	if l := fl.cfg.line; l != nil {
+		return func(label string, total int) lab.Progress { return l.Progress(label, total) }
+	}
+	return func(label string, total int) lab.Progress { return lab.NewProgress(stderr, label, total) }
 }
 
 // runOne runs the sale of one strategy on fresh instances. shown says

@@ -31,6 +31,7 @@ func chromium(t *testing.T, url string, args ...string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	args = append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+		"--disable-quic", "--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--user-data-dir=" + filepath.Join(t.TempDir(), "profile"), "--virtual-time-budget=6000"}, append(args, url)...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -136,15 +137,29 @@ func TestDashboardBrowser(t *testing.T) {
 		`<span class="badge on_sale">on sale</span>`, `<span class="badge sold_out">sold out</span>`,
 		`<span class="badge upcoming">upcoming</span>`, `<span class="badge ended">ended</span>`,
 		`<span id="title">Selling</span>`, `id="left-mysql">18<`, `class="value" id="refused">0<`,
-		`id="paid">1<`, `id="awaiting">1<`, `id="returned">1<`,
+		`id="paid">1<`, `id="awaiting">1<`, `id="returned">1<`, `id="cancelled">1<`, `id="expired">0<`, `id="pending">0<`,
 		"<code>/dashboard?voucher=ID</code>", ">begin</text>", ">end</text>", ">now</text>",
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the dashboard has no %s:\n%s", want, dom)
 		}
 	}
+	hiddenState := regexp.MustCompile(`data-state="(\w+)"[^>]*hidden=""`)
+	if n := len(hiddenState.FindAllString(dom, -1)); n != 0 {
+		t.Errorf("a voucher with a payment window hides %d of its order's states", n)
+	}
+	if m := regexp.MustCompile(`id="latency">([^<]*)<`).FindStringSubmatch(dom); m == nil ||
+		!regexp.MustCompile(`^(< 1 ms|[1-9][\d,.]* ms) · (< 1 ms|[1-9][\d,.]* ms)$`).MatchString(m[1]) {
+		t.Errorf("the latency card reads %v; want p50 · p99 in ms, under 1 ms as < 1 ms", m)
+	}
 	checkChart(t, dom)
 	screenshot(t, url+"/dashboard", "dashboard-sale.png")
+	// Without a payment window an order is final once created: no paid,
+	// awaiting, cancelled, expired or returned card.
+	dom = string(chromium(t, url+"/dashboard?voucher="+soldOut, "--dump-dom"))
+	if n := len(hiddenState.FindAllString(dom, -1)); n != 5 || strings.Contains(dom, `data-state="async" hidden`) || !strings.Contains(dom, `id="orders">1<`) {
+		t.Errorf("the voucher without a payment window hides %d of the 5 states of one, or shows no orders or pending:\n%s", n, dom)
+	}
 
 	dom = string(chromium(t, url+"/dashboard?voucher="+ended, "--dump-dom"))
 	if !strings.Contains(dom, `<li class="sel" data-id="`+ended+`"`) || !strings.Contains(dom, "Staying on #"+ended) {
@@ -182,6 +197,17 @@ func checkChart(t *testing.T, dom string) {
 		if d := xticks[i].Sub(xticks[i-1]); d != step || !slices.Contains([]time.Duration{5, 10, 15, 30, 60}, d/time.Second) {
 			t.Errorf("time ticks %v: not an even nice step", xticks)
 			break
+		}
+	}
+	// The accepted/s axis is ticked at each step from 0, and both axes
+	// say what they measure.
+	acc := regexp.MustCompile(`class="acctick"[^>]*>(\d+)/s<`).FindAllStringSubmatch(dom, -1)
+	if len(acc) < 2 || acc[0][1] != "0" {
+		t.Errorf("accepted/s ticks %v: want 0 and at least one more", acc)
+	}
+	for _, title := range []string{`class="ytitle"[^>]*>units left<`, `class="acctitle"[^>]*>accepted / s<`} {
+		if !regexp.MustCompile(title).MatchString(dom) {
+			t.Errorf("the chart has no axis title %s", title)
 		}
 	}
 	mysql, redis := strings.Index(dom, `class="stock remaining_mysql"`), strings.Index(dom, `class="stock remaining_redis"`)

@@ -14,6 +14,7 @@ import (
 	"github.com/peterbourgon/ff/v3/ffcli"
 
 	"github.com/flashsale/flashsale/auth"
+	"github.com/flashsale/flashsale/internal/statusline"
 	"github.com/flashsale/flashsale/lab"
 )
 
@@ -35,7 +36,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.DurationVar(&cfg.raceWindow, "race-window", 2*time.Millisecond, "sleep between reading and writing stock, to make races visible")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "shuffles the order of the clicks")
 	cfg.registerOutput(fs)
-	fs.BoolVar(&lifecycle, "lifecycle", true, fmt.Sprintf("then, for the safe strategies at once, a short sale with a %s payment window: some buyers cancel or never pay, and their units are resold until every unit is paid", demoWindow))
+	fs.BoolVar(&lifecycle, "lifecycle", true, fmt.Sprintf("then, for the safe strategies at once, a short sale with a %s payment window: some buyers cancel or never pay, and their units are resold until every unit is paid (or the sale ends: 20s, or %d times the longest sale before on a slower machine)", demoWindow, saleScale))
 	fs.Var(&redis, "redis", "refused: the demo runs on embedded backends only (bench runs on real servers)")
 	fs.Var(&db, "db", "refused: the demo runs on embedded backends only (bench runs on real servers)")
 	return &ffcli.Command{
@@ -44,7 +45,8 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 		ShortHelp:  "a small sale per strategy on embedded backends, audited",
 		LongHelp: fmt.Sprintf("Runs a small flash sale for each of the %d strategies (%s) on 3 in-process instances with a 2ms race "+
 			"window, on an embedded Redis (miniredis) and SQLite: no servers needed, and no environment variables "+
-			"read. For MySQL and Redis use flashsale bench --redis URL --db URL.", len(strategies()), strings.Join(strategies(), ", ")),
+			"read. Its progress is one line redrawn on stderr when that is a terminal, and nothing otherwise. "+
+			"For MySQL and Redis use flashsale bench --redis URL --db URL.", len(strategies()), strings.Join(strategies(), ", ")),
 		FlagSet: fs,
 		Exec: noArgs(func(ctx context.Context) error {
 			if redis.value != "" || db.value != "" {
@@ -56,6 +58,7 @@ func demoCommand(stdout, stderr io.Writer) *ffcli.Command {
 			cfg.lockWait = time.Second
 			cfg.locks = lockFlags{kinds: realLock, lease: 10 * time.Second, pauseEvery: 20}
 			cfg.rules = benchRules{quantityMax: 1, limit: 1, saleFor: time.Minute}
+			cfg.line = statusline.New(stderr) // one line on a terminal, nothing off one
 			if lifecycle {
 				cfg.then = demoLifecycle(cfg)
 				if err := cfg.then.validate(); err != nil {
@@ -81,8 +84,9 @@ func demo(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) error 
 		}
 	}
 	fmt.Fprintln(stdout)
-	say(stdout, fmt.Sprintf("The demo took %s. The same against MySQL and Redis, with each instance a process of its own (create the database first):",
-		time.Since(start).Round(100*time.Millisecond)))
+	say(stdout, fmt.Sprintf("The demo took %s. The same against MySQL and Redis, with each instance a process of its own, on Redis DB %s under the prefix %s "+
+		"and the MySQL database %s (create it first; if any is taken, change --redis, --redis-prefix or --db):",
+		time.Since(start).Round(100*time.Millisecond), labRedisDB, labPrefix, labDB))
 	fmt.Fprintf(stdout, "  flashsale bench --strategy %s \\\n    %s \\\n    %s \\\n    %s\n", strings.Join(strategies(), ","), realBenchLoad(cfg), realBenchRedis, realBenchDB)
 	if l := cfg.then; l != nil {
 		say(stdout, "and with a payment window:")
@@ -101,7 +105,7 @@ const demoWindow = 2 * time.Second
 func demoLifecycle(cfg benchConfig) *benchConfig {
 	c := cfg
 	c.strategies = strings.Join(strategyNames(func(e strategyEntry) bool { return !isUnsafe(e) }), ",")
-	c.stock, c.users, c.requests, c.concurrency = 10, 60, 0, 20
+	c.stock, c.users, c.requests, c.concurrency = 10, 60, 0, min(20, cfg.concurrency)
 	c.rules = benchRules{quantityMax: 1, limit: 1, window: demoWindow, pay: 0.8, cancel: 0.1, saleFor: 20 * time.Second}
 	c.parallel = true
 	return &c
@@ -109,8 +113,8 @@ func demoLifecycle(cfg benchConfig) *benchConfig {
 
 // runParallel runs each strategy's sale at once, each on instances and, on
 // embedded backends, a Redis and a database of its own, and returns the
-// rows worth showing in the order named; progress is plain lines (bars
-// redrawn in place by several runs at once would garble each other).
+// rows worth showing in the order named; their progress shares one line
+// (fl.progress).
 func (fl *fleets) runParallel(ctx context.Context, authn *auth.Authenticator, log *slog.Logger, stderr io.Writer) ([]lab.Row, error) {
 	runs := restrictedRuns(&fl.cfg.rules, fl.cfg.strategyList(), fl.cfg.locks.kinds)
 	rows, shown, errs := make([]lab.Row, len(runs)), make([]bool, len(runs)), make([]error, len(runs))
@@ -126,14 +130,9 @@ func (fl *fleets) runParallel(ctx context.Context, authn *auth.Authenticator, lo
 			apart[i].b = b
 		}
 	}
-	lines := &lockedWriter{w: stderr}
 	var wg sync.WaitGroup
 	for i, name := range runs {
-		wg.Go(func() {
-			rows[i], shown[i], errs[i] = apart[i].runOne(ctx, name, authn, log, func(label string, total int) lab.Progress {
-				return lab.NewProgress(lines, label, total)
-			})
-		})
+		wg.Go(func() { rows[i], shown[i], errs[i] = apart[i].runOne(ctx, name, authn, log, fl.progress(stderr)) })
 	}
 	wg.Wait()
 	var out []lab.Row
@@ -143,18 +142,6 @@ func (fl *fleets) runParallel(ctx context.Context, authn *auth.Authenticator, lo
 		}
 	}
 	return out, errors.Join(errs...)
-}
-
-// lockedWriter writes to w one Write at a time.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // realBenchCommand is the bench command line that runs the demo's sale
@@ -173,6 +160,7 @@ func realBenchLoad(cfg benchConfig) string {
 // servers: a database and a Redis prefix of the lab's own, since a prefix
 // belongs to one database (owner.go).
 const (
-	realBenchRedis = "--redis redis://127.0.0.1:6379/0 --redis-prefix lab:"
-	realBenchDB    = "--db mysql://root@127.0.0.1:3306/flashsale_lab"
+	labRedisDB, labPrefix, labDB = "0", "lab:", "flashsale_lab"
+	realBenchRedis               = "--redis redis://127.0.0.1:6379/" + labRedisDB + " --redis-prefix " + labPrefix
+	realBenchDB                  = "--db mysql://root@127.0.0.1:3306/" + labDB
 )

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"math"
 	"os"
@@ -16,18 +16,13 @@ import (
 	"github.com/flashsale/flashsale/lab"
 )
 
-// TestDemoHTMLReport runs the demo with --json and --html and checks the
-// page: no external URL, every figure of its table equal to the JSON's,
+// checkDemoReport checks the demo's --html page (TestDemo) against its
+// --json: no external URL, every figure of its table equal to the JSON's,
 // the unsafe rows marked, the verdicts in words, the series consistent
-// with the table, and the table rendered by headless Chromium.
-func TestDemoHTMLReport(t *testing.T) {
-	defer noScratchLeft(t, privateTempDir(t))
-	dir := t.TempDir()
-	jsonPath, htmlPath := filepath.Join(dir, "demo.json"), filepath.Join(dir, "demo.html")
-	var stdout, stderr bytes.Buffer
-	if err := run(context.Background(), []string{"demo", "--users", "120", "--stock", "20", "--json", jsonPath, "--html", htmlPath}, &stdout, &stderr); err != nil {
-		t.Fatalf("demo: %v\n%s\n%s", err, stdout.String(), stderr.String())
-	}
+// with the table, the tables rendered by headless Chromium, and the page
+// fitting a 1400 px window.
+func checkDemoReport(t *testing.T, jsonPath, htmlPath string) {
+	t.Helper()
 	raw, err := os.ReadFile(jsonPath)
 	if err != nil {
 		t.Fatal(err)
@@ -78,13 +73,13 @@ func TestDemoHTMLReport(t *testing.T) {
 	dom := chromium(t, "file://"+htmlPath, "--dump-dom")
 	_, latency, _ := bytes.Cut(dom, []byte("Latency distribution"))
 	if !bytes.Contains(dom, []byte(`<table id="audit">`)) || !bytes.Contains(dom, []byte(`data-field="strategy">naive<`)) ||
-		!bytes.Contains(dom, []byte(`<table id="lifecycle-audit">`)) || !bytes.Contains(dom, []byte(`data-field="paid_units">10<`)) ||
+		!bytes.Contains(dom, []byte(`<table id="lifecycle-audit">`)) || !bytes.Contains(dom, []byte(`data-field="paid_units">`)) ||
 		bytes.Count(dom, []byte(`<rect class="rate"`)) != len(rows.Runs) || bytes.Count(latency, []byte("<polyline")) != len(rows.Runs) {
 		t.Errorf("Chromium did not render the table, the %d rates and the %d latency lines:\n%s", len(rows.Runs), len(rows.Runs), dom)
 	}
 	setup := html.UnescapeString(string(page))
 	for _, want := range []string{"<dt>mode</dt><dd>in-process: 3 instances per strategy", "<dt>race window</dt><dd>2ms</dd>",
-		"<dt>load</dt><dd>closed model, 100 in flight</dd>", "<dt>machine</dt><dd>" + lab.Machine()} {
+		"<dt>load</dt><dd>closed model, 10 in flight</dd>", "<dt>machine</dt><dd>" + lab.Machine()} {
 		if !strings.Contains(setup, want) {
 			t.Errorf("the report's setup lacks %q", want)
 		}
@@ -165,7 +160,17 @@ func TestHTMLReportFitsAt1400px(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lab.WriteHTML(f, lab.Report{Setup: lab.Setup{Mode: lab.ModeProcesses, Instances: 3}, Runs: rows}); err != nil {
+	life := make([]lab.Row, 0, 5)
+	for _, r := range rows[3:] {
+		r.Lifecycle = &lab.Lifecycle{Payments: 1800, PaymentUnits: 1800, Cancels: 1234, Late: 1234, Abandoned: 1234,
+			Ended: lab.EndedSale, PaidUnits: 1800, Cancelled: 12345, Expired: 12345, ReturnedUnits: 24690, Resold: 24690, Unpaid: 200}
+		r.Rejected["order_closed"], r.Rejected["limit_reached"] = 1234, 1234
+		life = append(life, r)
+	}
+	setup := lab.Setup{Mode: lab.ModeProcesses, Instances: 3}
+	lifeSetup := setup
+	lifeSetup.PaymentWindowSeconds, lifeSetup.PayRatio, lifeSetup.CancelRatio, lifeSetup.SaleDuration = 2, 0.8, 0.1, "20s"
+	if err := lab.WriteHTML(f, lab.Report{Setup: setup, Runs: rows, Lifecycle: &lab.Report{Setup: lifeSetup, Runs: life}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
@@ -175,8 +180,9 @@ func TestHTMLReportFitsAt1400px(t *testing.T) {
 }
 
 // checkTableFits opens a copy of the report at path, with a script that
-// measures the table's panel, in a 1400 px wide Chromium window, and fails
-// if the table is wider than its panel. (The report itself runs no
+// measures the page and each panel, in a 1400 px wide Chromium window, and
+// fails if the page is wider than the window or a panel's content wider
+// than the panel (a table that scrolls). (The report itself runs no
 // script.)
 func checkTableFits(t *testing.T, path string) {
 	t.Helper()
@@ -184,20 +190,30 @@ func checkTableFits(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const measure = `<script>const p = document.getElementById("audit").parentElement;
-document.body.dataset.layout = p.scrollWidth + " " + p.clientWidth;</script></body>`
+	const measure = `<script>const w = [document.documentElement.scrollWidth];
+for (const p of document.querySelectorAll(".panel")) w.push((p.firstElementChild.id || "panel") + ":" + p.scrollWidth + "/" + p.clientWidth);
+document.body.dataset.layout = w.join(" ");</script></body>`
 	copyPath := filepath.Join(t.TempDir(), "measured.html")
 	if err := os.WriteFile(copyPath, bytes.Replace(page, []byte("</body>"), []byte(measure), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dom := chromium(t, "file://"+copyPath, "--window-size=1400,1000", "--dump-dom")
-	m := regexp.MustCompile(`data-layout="(\d+) (\d+)"`).FindSubmatch(dom)
+	m := regexp.MustCompile(`data-layout="(\d+) ([^"]*)"`).FindSubmatch(dom)
 	if m == nil {
 		t.Fatalf("the measuring script did not run:\n%s", dom)
 	}
-	table, panel := string(m[1]), string(m[2])
-	if w, _ := strconv.Atoi(table); w > mustAtoi(t, panel) {
-		t.Errorf("at 1400 px the audit table is %s px wide in a panel of %s px: it scrolls", table, panel)
+	if w := mustAtoi(t, string(m[1])); w > 1400 {
+		t.Errorf("at 1400 px the page is %d px wide: it scrolls (%s)", w, m[2])
+	}
+	for _, panel := range strings.Fields(string(m[2])) {
+		var name string
+		var content, width int
+		if _, err := fmt.Sscanf(strings.Replace(panel, ":", " ", 1), "%s %d/%d", &name, &content, &width); err != nil {
+			t.Fatalf("measured %q: %v", panel, err)
+		}
+		if content > width {
+			t.Errorf("at 1400 px the panel of %s holds %d px in %d: it scrolls", name, content, width)
+		}
 	}
 }
 

@@ -39,6 +39,8 @@ function el(tag, cls, text) {
   return e;
 }
 const num = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US", { maximumFractionDigits: 1 }));
+// ms formats a latency: under a millisecond reads "< 1 ms", not 0.
+const ms = (v) => (v < 1 ? "< 1 ms" : `${num(v)} ms`);
 const badge = (status) => el("span", "badge " + (STATUS[status] ? status : ""), STATUS[status] || status);
 
 // showList lists the vouchers and picks the one to show: the reader's, or
@@ -90,15 +92,23 @@ function showVoucher(s) {
   $("left-mysql").textContent = num(v.remaining_mysql);
   $("left-redis").textContent = num(v.remaining_redis);
   $("orders").textContent = num(v.orders);
+  // Only the states that apply: with no payment window an order is
+  // final once created; pending is the async gate's.
+  const pending = v.pending ?? v.backlog; // the admin's view names it backlog
+  const applies = { window: v.payment_window_seconds > 0, async: pending !== undefined && pending !== null };
+  for (const card of document.querySelectorAll("[data-state]")) card.hidden = !applies[card.dataset.state];
+  $("pending").textContent = num(pending);
   $("paid").textContent = num(v.paid);
   $("awaiting").textContent = num(v.awaiting_payment);
+  $("cancelled").textContent = num(v.cancelled);
+  $("expired").textContent = num(v.expired);
   $("returned").textContent = num(v.returned);
   $("accepted").textContent = num(s.rates.accepted);
   $("accepted").className = "value" + (s.rates.accepted > 0 ? " good" : "");
   const refused = Object.values(s.rates.refused).reduce((a, b) => a + b, 0);
   $("refused").textContent = num(refused);
   $("refused").className = "value" + (refused > 0 ? " warn" : "");
-  $("latency").textContent = s.latency_ms.requests ? `${num(s.latency_ms.p50)} · ${num(s.latency_ms.p99)}` : "–";
+  $("latency").textContent = s.latency_ms.requests ? `${ms(s.latency_ms.p50)} · ${ms(s.latency_ms.p99)}` : "–";
   const reasons = $("reasons");
   reasons.replaceChildren();
   const keys = Object.keys(s.rates.refused).filter((k) => s.rates.refused[k] > 0);
@@ -129,7 +139,9 @@ function showQueue(q) {
   $("queue-waiting").textContent = num(q.waiting);
   $("queue-rate").textContent = `${num(q.admitted_per_second)} of ${num(q.admit_per_second)}`;
   $("queue-admitted").textContent = num(q.admitted);
-  $("queue-eta").textContent = q.waiting ? num(q.eta_seconds) : "–";
+  $("queue-units").textContent = `${num(q.units_ahead)} · ${num(q.passes_out)}`;
+  const why = {passes_out: "none: only a pass expiring moves it", beyond_units: "none: only units coming back move it"};
+  $("queue-eta").textContent = !q.waiting ? "–" : q.eta_seconds == null ? why[q.eta_reason] || "none" : num(q.eta_seconds);
 }
 
 function status(ok, text) {

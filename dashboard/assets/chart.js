@@ -2,7 +2,7 @@
 // second (bars, right axis) over the sale's window. It is built of SVG
 // elements with numeric attributes; text goes in as textContent only.
 const SVG = "http://www.w3.org/2000/svg";
-const W = 900, H = 240, L = 48, R = 52, T = 18, B = 26;
+const W = 900, H = 240, L = 48, R = 52, T = 22, B = 26;
 // MAX_SPAN is the widest window shown, in seconds: the server keeps 299
 // seconds of per-second counts.
 const MAX_SPAN = 300;
@@ -65,6 +65,10 @@ export function drawChart(box, s, now, num) {
     svg.append(svgEl("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "#eef0f3" }));
     svg.append(svgEl("text", { class: "ytick", x: L - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#6b7280" }, num(v)));
   }
+  // Each axis says what it measures: units left on the left, accepted
+  // orders per second on the right.
+  svg.append(svgEl("text", { class: "ytitle", x: 4, y: T - 6, "font-size": 10, fill: "#4f46e5" }, "units left"));
+  svg.append(svgEl("text", { class: "acctitle", x: W - 4, y: T - 6, "text-anchor": "end", "font-size": 10, fill: "#059669" }, "accepted / s"));
   const step = timeStep(to - from);
   for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
     svg.append(svgEl("text", { class: "xtick", x: x(t), y: H - 8, "text-anchor": "middle", "font-size": 11, fill: "#6b7280" }, clock(t, step < 60)));
@@ -92,13 +96,16 @@ export function drawChart(box, s, now, num) {
 }
 
 // drawBars draws the accepted orders per second, with their axis on the
-// right, scaled to a nice top.
+// right, scaled to a nice top and ticked at each of its steps.
 function drawBars(svg, seconds, x, span) {
-  const top = niceTicks(Math.max(1, ...seconds.map((p) => p.accepted)), 4).at(-1);
+  const ticks = niceTicks(Math.max(1, ...seconds.map((p) => p.accepted)), 4), top = ticks.at(-1);
   const h = (v) => (v / top) * (H - T - B);
   const bw = Math.max(1, (W - L - R) / span - 1);
   for (const p of seconds) {
     svg.append(svgEl("rect", { x: x(p.t), y: H - B - h(p.accepted), width: bw, height: h(p.accepted), fill: "#a7f3d0" }));
   }
-  svg.append(svgEl("text", { class: "acctick", x: W - R + 6, y: T + 4, "font-size": 11, fill: "#059669" }, `${top}/s`));
+  for (const v of ticks) {
+    svg.append(svgEl("line", { x1: W - R, x2: W - R + 4, y1: H - B - h(v), y2: H - B - h(v), stroke: "#059669" }));
+    svg.append(svgEl("text", { class: "acctick", x: W - R + 6, y: H - B - h(v) + 4, "font-size": 11, fill: "#059669" }, `${v}/s`));
+  }
 }
