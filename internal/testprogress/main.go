@@ -2,7 +2,8 @@
 // prints, as the run goes, a line when a package starts and one when it
 // ends (ok, FAIL or skipped, with its time), every failed test's output in
 // full, a line every minute naming the packages still running, and at the
-// end the slowest packages. test.sh pipes its default run through it:
+// end the slowest packages and tests. test.sh pipes its default run
+// through it:
 //
 //	go test -json -race -count=1 ./... | go run ./internal/testprogress
 //

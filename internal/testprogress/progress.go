@@ -30,6 +30,7 @@ type progress struct {
 	running map[string]time.Time // package → when it started
 	pkgs    map[string]*pkgOutput
 	done    []pkgResult
+	tests   []pkgResult // every test that ended, with its package
 	failed  int
 }
 
@@ -98,9 +99,11 @@ func (p *progress) handle(e event) {
 			o.tests[e.Test] = append(o.tests[e.Test], e.Output)
 		}
 	case e.Test != "" && (e.Action == "pass" || e.Action == "skip"):
+		p.tests = append(p.tests, pkgResult{e.Package + " " + e.Test, e.Action, seconds(e.Elapsed)})
 		o.ended[e.Test] = true
 		delete(o.tests, e.Test) // nothing of a passing test is printed
 	case e.Test != "" && e.Action == "fail":
+		p.tests = append(p.tests, pkgResult{e.Package + " " + e.Test, e.Action, seconds(e.Elapsed)})
 		o.ended[e.Test] = true
 		o.failed = append(o.failed, e.Test)
 	case e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
@@ -112,7 +115,7 @@ func (p *progress) handle(e event) {
 // every test that failed or never ended (a timeout, a panic) and the
 // package's own lines.
 func (p *progress) ended(e event, o *pkgOutput) {
-	elapsed := time.Duration(e.Elapsed * float64(time.Second))
+	elapsed := seconds(e.Elapsed)
 	delete(p.running, e.Package)
 	delete(p.pkgs, e.Package)
 	p.done = append(p.done, pkgResult{e.Package, e.Action, elapsed})
@@ -152,16 +155,25 @@ func (p *progress) heartbeat() {
 }
 
 // summary prints the run's time, how many packages failed, and the five
-// slowest packages.
+// slowest packages and the ten slowest tests (subtests included).
 func (p *progress) summary() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	slow := slices.Clone(p.done)
-	slices.SortFunc(slow, func(a, b pkgResult) int { return int(b.elapsed - a.elapsed) })
-	var names []string
-	for _, r := range slow[:min(5, len(slow))] {
-		names = append(names, fmt.Sprintf("%s %s", r.name, r.elapsed.Round(time.Second)))
-	}
-	fmt.Fprintf(p.w, "%d packages in %s, %d failed; slowest: %s\n",
-		len(p.done), p.now().Sub(p.begin).Round(time.Second), p.failed, strings.Join(names, ", "))
+	fmt.Fprintf(p.w, "%d packages in %s, %d failed; slowest: %s\n", len(p.done),
+		p.now().Sub(p.begin).Round(time.Second), p.failed, slowest(p.done, 5))
+	fmt.Fprintf(p.w, "slowest tests: %s\n", slowest(p.tests, 10))
 }
+
+// slowest names the n longest of rs with their times, longest first.
+func slowest(rs []pkgResult, n int) string {
+	rs = slices.Clone(rs)
+	slices.SortStableFunc(rs, func(a, b pkgResult) int { return int(b.elapsed - a.elapsed) })
+	var names []string
+	for _, r := range rs[:min(n, len(rs))] {
+		names = append(names, fmt.Sprintf("%s %s", r.name, r.elapsed.Round(100*time.Millisecond)))
+	}
+	return strings.Join(names, ", ")
+}
+
+// seconds converts go test -json's Elapsed.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
