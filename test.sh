@@ -6,8 +6,10 @@
 # installs them with apt-get when they are missing, installs the tools some
 # tests drive (redis-cli for cluster set-up, Chromium for the browser tests,
 # promtool for the metrics rules), and then runs `go test` with the arguments
-# given (default: -race -count=1 -timeout 30m ./...). On a machine that is
-# already prepared, `go test ./...` by hand does the same testing.
+# given (default: -race -count=1 -timeout 30m ./..., with -json read by
+# internal/testprogress, which prints each package's start and end as they
+# come). On a machine that is already prepared, `go test ./...` by hand
+# does the same testing.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -60,5 +62,14 @@ if ! mysqladmin -h 127.0.0.1 -P 3306 -uroot ping >/dev/null 2>&1; then
 fi
 wait_for mariadb mysqladmin -h 127.0.0.1 -P 3306 -uroot ping
 
-if [ $# -eq 0 ]; then set -- -race -count=1 -timeout 30m ./...; fi
-exec go test "$@"
+if [ $# -gt 0 ]; then exec go test "$@"; fi
+# The default run prints its progress as it goes (internal/testprogress: a
+# line as each package starts and ends, failed tests' output in full, the
+# packages still running every minute); the exit status is go test's.
+progress=$(mktemp -d)
+trap 'rm -rf "$progress"' EXIT
+go build -o "$progress/testprogress" ./internal/testprogress
+set +e
+go test -json -race -count=1 -timeout 30m ./... | "$progress/testprogress"
+status=${PIPESTATUS[0]}
+exit "$status"

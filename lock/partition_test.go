@@ -109,8 +109,11 @@ func TestPartitionLockWithReplicas(t *testing.T) {
 // TestPartitionLockWithoutReplicas: the same without WithReplicas, for
 // the figures (docs/partitions.md): the isolated primary goes on granting
 // until the clients follow the failover, and the promoted replica does not
-// know those grants.
+// know those grants. It asserts nothing lockUnderPartition does not in
+// TestPartitionLockWithReplicas, so it runs only with -partition-figures
+// or FLASHSALE_PARTITION_FIGURES=1.
 func TestPartitionLockWithoutReplicas(t *testing.T) {
+	testenv.SkipUnlessPartitionFigures(t)
 	t.Parallel()
 	lockUnderPartition(t)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,18 +14,6 @@ import (
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/lab"
 )
-
-// buildFlashsale builds this command into a temporary directory: the test
-// binary cannot stand in for it as a child server.
-func buildFlashsale(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "flashsale")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // benchOnServers runs bench with args on child processes of a freshly
 // built binary, against the real Redis (a test prefix) and a fresh

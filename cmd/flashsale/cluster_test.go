@@ -17,15 +17,24 @@ import (
 
 // The cluster tests run `flashsale serve` processes on a private Redis
 // Cluster (--redis in rueidis's cluster URL form, redis://m1?addr=m2&addr=m3)
-// and break the cluster mid-sale. Each starts a cluster of its own: they
-// kill and move nodes.
+// and break the cluster mid-sale. They kill and move nodes, so they do
+// not run in parallel; those on three masters with replicas share the
+// test binary's cluster (testenv.SharedCluster, replaced if a test left it
+// unhealthy), the others start one of their own.
 
-// clusterRig returns a sale rig on a fresh cluster, under the prefix "fs:".
+// clusterRig returns a sale rig on a cluster, under a key prefix of its
+// own: the shared cluster without opts, else a fresh one.
 func clusterRig(t *testing.T, opts ...testenv.ClusterOption) (*saleRig, *testenv.Cluster) {
 	t.Helper()
-	c := testenv.StartCluster(t, opts...)
+	var c *testenv.Cluster
+	if len(opts) == 0 {
+		c = testenv.SharedCluster(t)
+	} else {
+		c = testenv.StartCluster(t, opts...)
+	}
 	r := newSaleRig(t, testenv.MySQLURL(t))
-	r.redisURL, r.redis, r.prefix = c.URL(), c.Client(t), "fs:"
+	r.redisURL = c.URL()
+	r.redis, r.prefix = c.PrefixedClient(t)
 	return r, c
 }
 

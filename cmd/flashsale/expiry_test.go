@@ -121,6 +121,7 @@ func (r *saleRig) resell(url string, db *store.DB, stock int) {
 // back into Redis (a delay injected between the two halves holds it
 // there). Another instance's sweep finishes the returns, once.
 func TestExpiryKilledBetweenTheHalves(t *testing.T) {
+	t.Parallel() // its own prefix and database; waits for expiry, with no deadline of a second
 	r := newSaleRig(t, testenv.MySQLURL(t))
 	slow, err := lab.StartProcess(context.Background(), r.faultyServe(returnDelayEnv+"=1h"), r.logPath("serve-slow"), 30*time.Second)
 	if err != nil {
@@ -155,6 +156,7 @@ func (r *saleRig) faultyServe(env string) *exec.Cmd {
 // expirer while the orders fall due; every order expires once, and Redis
 // gets every unit back once.
 func TestExpiryOnSeveralInstances(t *testing.T) {
+	t.Parallel() // its own prefix and database; waits for expiry, with no deadline of a second
 	r := newSaleRig(t, testenv.MySQLURL(t))
 	servers := []*lab.Process{r.serve(true), r.serve(true), r.serve(true)}
 	r.createWindow(servers[0].URL, expiryStock, 1)

@@ -31,6 +31,9 @@ type RedisServer struct {
 	nn   *NetNode // the network namespace it runs in; nil: the test's own
 	conf string   // path of the config file
 	args []string // after the config file, e.g. --sentinel
+	// setup are commands sent after every start: what the config file
+	// cannot hold (SENTINEL DEBUG).
+	setup [][]string
 	// owner fails the test when Start cannot bring the server up; a shared
 	// topology hands its servers to each test that asks for it.
 	owner atomic.Pointer[testing.TB]
@@ -101,6 +104,10 @@ func newRedisServer(t testing.TB, dir string, base []ServerOption, ports []int, 
 	c.set("logfile", filepath.Join(dir, "redis.log"))
 	c.set("save", `""`)
 	c.set("appendonly", "no")
+	// A replica's full sync starts at once, not after the default 5s wait
+	// for more replicas to share the transfer: a Sentinel set, a replica
+	// and a cluster node that resyncs after a failover are ready sooner.
+	c.set("repl-diskless-sync-delay", "0")
 	for _, o := range append(base, opts...) {
 		o(&c)
 	}
@@ -176,6 +183,9 @@ func (s *RedisServer) Start() {
 	t.Helper()
 	if err := s.start(); err != nil {
 		t.Fatalf("testenv: redis-server on %s: %v\n%s", s.Addr(), err, s.LogTail(30))
+	}
+	for _, cmd := range s.setup {
+		s.doT(t, cmd...)
 	}
 }
 
