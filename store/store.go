@@ -59,6 +59,9 @@ type DB struct {
 type Tx struct {
 	Queries
 	dialect string
+	// events are the outbox rows of the transaction's changes, written
+	// just before it commits (outbox.go).
+	events outboxRows
 }
 
 var (
@@ -172,7 +175,11 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 			_ = sqlTx.Rollback()
 		}
 	}()
-	if err := fn(&Tx{Queries: Queries{r: sqlTx, w: sqlTx}, dialect: db.dialect}); err != nil {
+	tx := &Tx{Queries: Queries{r: sqlTx, w: sqlTx}, dialect: db.dialect}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.writeEvents(ctx); err != nil {
 		return err
 	}
 	committed = true
