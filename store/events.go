@@ -236,3 +236,13 @@ func (db *DB) OutboxLag(ctx context.Context) ([]CursorLag, error) {
 	}
 	return lags, nil
 }
+
+// CursorOwner returns the owner of the named cursor's lease ("" for none).
+func (db *DB) CursorOwner(ctx context.Context, name string) (string, error) {
+	var owner string
+	err := db.r.QueryRowContext(ctx, "SELECT owner FROM outbox_cursors WHERE name = ?", name).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return owner, wrap("cursor owner "+name, err)
+}
