@@ -129,3 +129,37 @@ func EventOrder(data []byte) int64 {
 	n, _ := strconv.ParseInt(d.OrderID, 10, 64)
 	return n
 }
+
+// Webhook is an endpoint of the shop's that events are POSTed to, signed
+// per the Standard Webhooks spec.
+type Webhook struct {
+	ID  int64  `json:"id,string"`
+	URL string `json:"url"`
+	// Events are the types sent; empty: all.
+	Events []EventType `json:"events"`
+	// Secret ("whsec_" + base64) signs the deliveries; shown once, when
+	// the endpoint is created.
+	Secret string `json:"secret,omitempty"`
+	// Disabled is set when the endpoint answered 410 Gone.
+	Disabled bool `json:"disabled"`
+	// Attempts and LastError describe the failing delivery at the head of
+	// the endpoint's queue, if any.
+	Attempts  int    `json:"attempts"`
+	LastError string `json:"last_error,omitempty"`
+	// DeadLetters counts the events the endpoint never took.
+	DeadLetters int       `json:"dead_letters"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// Wants reports whether the endpoint is sent events of type t.
+func (w *Webhook) Wants(t EventType) bool {
+	if len(w.Events) == 0 {
+		return true
+	}
+	for _, e := range w.Events {
+		if e == t {
+			return true
+		}
+	}
+	return false
+}

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"cmp"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -52,6 +54,12 @@ type Relay struct {
 	Delivered func(sink string, events []store.OutboxEvent)
 	// Failed, if set, is called with each failed delivery.
 	Failed func(sink string, err error)
+	// Webhooks relays the registered webhooks too (webhooks.go), each
+	// through WebhookClient (nil: a client with a 10 s timeout), retrying
+	// an event for WebhookRetryFor (0: 24 h) before dead-lettering it.
+	Webhooks        bool
+	WebhookClient   *http.Client
+	WebhookRetryFor time.Duration
 }
 
 // defaults fills in the zero fields.
@@ -71,6 +79,12 @@ func (r *Relay) defaults() {
 	if r.Logger == nil {
 		r.Logger = slog.Default()
 	}
+	if r.WebhookClient == nil {
+		r.WebhookClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if r.WebhookRetryFor <= 0 {
+		r.WebhookRetryFor = 24 * time.Hour
+	}
 }
 
 // Run relays until ctx is done, then gives up its leases.
@@ -80,6 +94,9 @@ func (r *Relay) Run(ctx context.Context) {
 	wg.Go(func() { r.sequence(ctx) })
 	for _, s := range r.Sinks {
 		wg.Go(func() { r.relay(ctx, s) })
+	}
+	if r.Webhooks {
+		wg.Go(func() { r.webhooks(ctx) })
 	}
 	wg.Wait()
 }
@@ -137,43 +154,84 @@ func (r *Relay) hold(ctx context.Context, s Sink, start int64) (bool, error) {
 	if err != nil || !ok {
 		return false, err
 	}
-	renewed, failures := now, 0
+	renewed, failures, retryAt := now, 0, time.Time{}
 	for ctx.Err() == nil {
-		events, err := r.DB.EventsAfter(ctx, pos, r.Batch)
-		if err != nil {
-			return true, err
-		}
-		n := 0
-		if len(events) > 0 {
-			n, err = s.Deliver(ctx, events)
-		}
-		if n > 0 {
-			pos = events[n-1].Pos
-			if r.Delivered != nil {
-				r.Delivered(name, events[:n])
+		if wait := time.Until(retryAt); wait > 0 {
+			// Backing off: keep the lease meanwhile.
+			sleep(ctx, min(wait, r.Lease/3))
+		} else {
+			var err error
+			pos, failures, err = r.deliver(ctx, s, pos, failures)
+			if errors.Is(err, errDisabled) || errors.Is(err, errLostLease) {
+				return true, nil
+			}
+			if err != nil && ctx.Err() == nil {
+				retryAt = time.Now().Add(r.backoff(s, failures, err))
 			}
 		}
-		if n > 0 || time.Since(renewed) > r.Lease/3 {
-			ok, aerr := r.DB.AdvanceCursor(ctx, name, r.Owner, pos, time.Now().Add(r.Lease))
-			if aerr != nil || !ok {
-				return true, aerr // another instance has it now
+		if time.Since(renewed) > r.Lease/3 {
+			ok, err := r.DB.AdvanceCursor(ctx, name, r.Owner, pos, time.Now().Add(r.Lease))
+			if err != nil || !ok {
+				return true, err // another instance has it now
 			}
 			renewed = time.Now()
 		}
-		switch {
-		case err != nil && ctx.Err() == nil:
-			failures++
+	}
+	return true, nil
+}
+
+// deliver delivers one batch after pos and moves the cursor past what
+// was delivered; it returns the new position, the failures in a row, and
+// the failure. It sleeps a poll when it found no full batch.
+func (r *Relay) deliver(ctx context.Context, s Sink, pos int64, failures int) (int64, int, error) {
+	name := s.Name()
+	events, err := r.DB.EventsAfter(ctx, pos, r.Batch)
+	if err != nil {
+		return pos, failures + 1, err
+	}
+	n := 0
+	if len(events) > 0 {
+		n, err = s.Deliver(ctx, events)
+	}
+	if n > 0 {
+		pos = events[n-1].Pos
+		if r.Delivered != nil {
+			r.Delivered(name, events[:n])
+		}
+		ok, aerr := r.DB.AdvanceCursor(ctx, name, r.Owner, pos, time.Now().Add(r.Lease))
+		if aerr != nil || !ok {
+			return pos, failures, cmp.Or(aerr, errLostLease)
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, errDisabled) {
 			if r.Failed != nil {
 				r.Failed(name, err)
 			}
-			r.Logger.Warn("outbox: delivery failed", "sink", name, "err", err, "failures", failures)
-			sleep(ctx, backoff(failures, r.Lease/3))
-		case len(events) < r.Batch:
-			failures = 0
-			sleep(ctx, r.Poll)
+			r.Logger.Warn("outbox: delivery failed", "sink", name, "err", err, "failures", failures+1)
 		}
+		return pos, failures + 1, err
 	}
-	return true, nil
+	if len(events) < r.Batch {
+		sleep(ctx, r.Poll)
+	}
+	return pos, 0, nil
+}
+
+// errLostLease says another instance took the sink's cursor over.
+var errLostLease = errors.New("outbox: lost the cursor's lease")
+
+// backoffer is a sink with its own backoff.
+type backoffer interface {
+	Backoff(failures int, err error) time.Duration
+}
+
+// backoff is the wait before retrying s after failures in a row.
+func (r *Relay) backoff(s Sink, failures int, err error) time.Duration {
+	if b, ok := s.(backoffer); ok {
+		return b.Backoff(failures, err)
+	}
+	return backoff(failures, r.Lease/3)
 }
 
 // backoff is the wait after the nth failure in a row: doubling from 50 ms
@@ -194,5 +252,5 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// ErrClosed is returned by a sink used after Close.
-var ErrClosed = errors.New("outbox: sink closed")
+// jitter returns a random fraction in [0, 1).
+func jitter() float64 { return rand.Float64() }
