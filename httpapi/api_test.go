@@ -28,8 +28,8 @@ import (
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/lifecycle"
 	"github.com/flashsale/flashsale/lock"
-	"github.com/flashsale/flashsale/ratelimit"
 	"github.com/flashsale/flashsale/outbox"
+	"github.com/flashsale/flashsale/ratelimit"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/strategy"
 )

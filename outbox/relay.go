@@ -5,12 +5,12 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
-	"cmp"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
