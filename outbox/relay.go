@@ -134,6 +134,9 @@ func (r *Relay) relay(ctx context.Context, s Sink) {
 		if err == nil {
 			var held bool
 			held, err = r.hold(ctx, s, start)
+			if errors.Is(err, errDisabled) {
+				return
+			}
 			if held {
 				continue
 			}
@@ -162,7 +165,10 @@ func (r *Relay) hold(ctx context.Context, s Sink, start int64) (bool, error) {
 		} else {
 			var err error
 			pos, failures, err = r.deliver(ctx, s, pos, failures)
-			if errors.Is(err, errDisabled) || errors.Is(err, errLostLease) {
+			if errors.Is(err, errDisabled) {
+				return true, err
+			}
+			if errors.Is(err, errLostLease) {
 				return true, nil
 			}
 			if err != nil && ctx.Err() == nil {

@@ -36,7 +36,8 @@ func Sign(secret, id string, timestamp time.Time, body []byte) (string, error) {
 // Webhook is the sink of one endpoint. Events go one at a time, in order
 // (which keeps each order's in order); any 2xx is success, 410 disables
 // the endpoint, anything else is retried with backoff, honouring
-// Retry-After, until the event has failed for RetryFor: then it is
+// Retry-After, until the event is RetryFor old (from its occurred_at):
+// then it is
 // dead-lettered (kept with its body until the admin redelivers it) and
 // the next one goes. Each endpoint has its own cursor, so a slow one holds
 // up only itself.
@@ -49,6 +50,7 @@ type Webhook struct {
 	failingID   string
 	failingFrom time.Time
 	attempts    int
+	disabled    bool
 }
 
 // errDisabled stops the delivery of a disabled endpoint.
@@ -72,6 +74,9 @@ func (s *Webhook) Start(ctx context.Context, db *store.DB) (int64, error) { retu
 
 // Deliver implements Sink.
 func (s *Webhook) Deliver(ctx context.Context, events []store.OutboxEvent) (int, error) {
+	if s.disabled {
+		return 0, errDisabled
+	}
 	for i, e := range events {
 		if !s.hook.Wants(e.Type) {
 			continue
@@ -92,7 +97,9 @@ func (s *Webhook) Deliver(ctx context.Context, events []store.OutboxEvent) (int,
 			return i, err
 		}
 		if s.failingID != e.ID {
-			s.failingID, s.failingFrom, s.attempts = e.ID, time.Now(), 0
+			// An event is retried until it is retryFor old: one queued
+			// behind a failing one has been waiting all along.
+			s.failingID, s.failingFrom, s.attempts = e.ID, e.OccurredAt, 0
 		}
 		s.attempts++
 		if time.Since(s.failingFrom) < s.retryFor {
@@ -135,6 +142,7 @@ func (s *Webhook) post(ctx context.Context, id string, body []byte) error {
 		if err := s.db.SetWebhookState(ctx, s.hook.ID, 0, "410 Gone", true); err != nil {
 			return err
 		}
+		s.disabled = true
 		return errDisabled
 	}
 	err = fmt.Errorf("outbox: webhook %d answered %s", s.hook.ID, resp.Status)

@@ -43,6 +43,7 @@ type serveConfig struct {
 	payments    paymentFlags
 	expireEvery time.Duration
 	admission   admissionFlags // admission.go
+	events      eventFlags     // events.go
 }
 
 // strategyEntry is one value of --strategy: how serve builds it.
@@ -125,6 +126,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.consumer.register(fs)
 	c.durability.register(fs)
 	c.locks.register(fs, false)
+	c.events.register(fs)
 }
 
 func (c *serveConfig) validate() error {
@@ -148,6 +150,9 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if err := c.admission.validate(); err != nil {
+		return err
+	}
+	if err := c.events.validate(); err != nil {
 		return err
 	}
 	if c.strategy != "async" && c.durability.mode != string(async.DurabilityMemory) {
@@ -277,7 +282,14 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		return nil, err
 	}
 	inst := &instance{URL: "http://" + ln.Addr().String(), svc: svc, obs: obs, failed: make(chan error, 1)}
-	inst.stopConsumer = runBackground(svc, cfg)
+	evs, stopEvents, err := startEvents(context.Background(), cfg.events, b, obs.m, log)
+	if err != nil {
+		obs.close()
+		svc.close()
+		return nil, err
+	}
+	stopBackground := runBackground(svc, cfg)
+	inst.stopConsumer = func() { stopBackground(); stopEvents() }
 	paymentSecret, _ := cfg.payments.secret() // validated
 	api := &httpapi.Server{
 		Vouchers:   svc.vouchers,
@@ -290,6 +302,7 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		Ready:      svc.ready,
 		Logger:     log,
 		Admission:  svc.queue,
+		Events:     evs,
 
 		PaymentSecret: paymentSecret,
 	}

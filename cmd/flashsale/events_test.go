@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+// TestServeRelaysEvents: serve with --events-nats writes each order's
+// events and relays them to its JetStream stream (created by serve), and
+// GET /api/events shows them too.
+func TestServeRelaysEvents(t *testing.T) {
+	nc, subject, stream := testenv.NATS(t)
+	url, stop := startServe(t, "--events-nats", testenv.NATSURL(), "--events-subject", subject, "--events-stream", stream)
+	var v struct {
+		ID string `json:"id"`
+	}
+	if code := call(t, "POST", url+"/api/vouchers", serveAdmin, voucherBody(2), &v); code != 201 {
+		t.Fatalf("create voucher: %d", code)
+	}
+	for u := range 3 {
+		call(t, "POST", url+"/api/vouchers/"+v.ID+"/orders", userToken(t, int64(u+1)), "", nil)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []flashsale.EventType
+	deadline := time.Now().Add(time.Minute)
+	for len(types) < 3 && time.Now().Before(deadline) {
+		types = types[:0]
+		s, err := js.Stream(t.Context(), stream)
+		if err == nil {
+			for seq := uint64(1); ; seq++ {
+				raw, err := s.GetMsg(t.Context(), seq)
+				if err != nil {
+					break
+				}
+				var e flashsale.Event
+				if err := json.Unmarshal(raw.Data, &e); err != nil {
+					t.Fatal(err)
+				}
+				if raw.Subject != subject+"."+string(e.Type) || raw.Header.Get("Nats-Msg-Id") != e.ID {
+					t.Errorf("message %d: subject %s, id %s, event %+v", seq, raw.Subject, raw.Header.Get("Nats-Msg-Id"), e)
+				}
+				types = append(types, e.Type)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	want := []flashsale.EventType{flashsale.EventOrderPlaced, flashsale.EventOrderPlaced, flashsale.EventVoucherSoldOut}
+	if len(types) != 3 || types[0] != want[0] || types[1] != want[1] || types[2] != want[2] {
+		t.Fatalf("stream holds %v, want %v", types, want)
+	}
+	var page struct {
+		Events []flashsale.Event `json:"events"`
+		Next   string            `json:"next"`
+	}
+	if code := call(t, "GET", url+"/api/events", serveAdmin, "", &page); code != 200 || len(page.Events) != 3 {
+		t.Fatalf("GET /api/events: %d, %+v", code, page)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
