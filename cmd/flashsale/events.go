@@ -78,3 +78,18 @@ func eventsOwner() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:8])
 }
+
+// runBackground starts the instance's background work (runBackground of
+// services.go) and its outbox relay, and returns the events' API service.
+// On an error it releases the instance's observer and services.
+func (inst *instance) runBackground(cfg serveConfig, b *backends, log *slog.Logger) (*outbox.Service, error) {
+	evs, stopEvents, err := startEvents(context.Background(), cfg.events, b, inst.obs.m, log)
+	if err != nil {
+		inst.obs.close()
+		inst.svc.close()
+		return nil, err
+	}
+	stopBackground := runBackground(inst.svc, cfg)
+	inst.stopConsumer = func() { stopBackground(); stopEvents() }
+	return evs, nil
+}

@@ -282,14 +282,11 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		return nil, err
 	}
 	inst := &instance{URL: "http://" + ln.Addr().String(), svc: svc, obs: obs, failed: make(chan error, 1)}
-	evs, stopEvents, err := startEvents(context.Background(), cfg.events, b, obs.m, log)
+	evs, err := inst.runBackground(cfg, b, log) // events.go
 	if err != nil {
-		obs.close()
-		svc.close()
+		ln.Close()
 		return nil, err
 	}
-	stopBackground := runBackground(svc, cfg)
-	inst.stopConsumer = func() { stopBackground(); stopEvents() }
 	paymentSecret, _ := cfg.payments.secret() // validated
 	api := &httpapi.Server{
 		Vouchers:   svc.vouchers,
