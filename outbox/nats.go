@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -75,11 +74,7 @@ func (s *NATS) window(ctx context.Context, events []store.OutboxEvent) (int, err
 			break
 		}
 		keys[k] = true
-		body, err := json.Marshal(e.Event)
-		if err != nil {
-			return 0, err
-		}
-		msg := &nats.Msg{Subject: s.subject + "." + string(e.Type), Data: body, Header: nats.Header{}}
+		msg := &nats.Msg{Subject: s.subject + "." + string(e.Type), Data: e.AppendJSON(nil), Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, e.ID)
 		f, err := s.js.PublishMsgAsync(msg)
 		if err != nil {

@@ -140,7 +140,7 @@ func sellAndSettle(t *testing.T, db *store.DB, orders, afterBatch int, mid func(
 }
 
 // consume audits every message of the stream, from the first.
-func consume(t *testing.T, nc *nats.Conn, stream string) *outbox.Audit {
+func consume(t testing.TB, nc *nats.Conn, stream string) *outbox.Audit {
 	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {

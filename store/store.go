@@ -53,6 +53,8 @@ type DB struct {
 	// reader is SQLite's query-only pool for files; nil when writer serves
 	// reads too.
 	reader *sql.DB
+	// noOutbox: transactions write no events (WithoutOutbox).
+	noOutbox bool
 }
 
 // Tx is a transaction started by DB.Tx. Its Queries methods run inside it.
@@ -60,8 +62,9 @@ type Tx struct {
 	Queries
 	dialect string
 	// events are the outbox rows of the transaction's changes, written
-	// just before it commits (outbox.go).
-	events outboxRows
+	// just before it commits (outbox.go), unless noOutbox.
+	events   outboxRows
+	noOutbox bool
 }
 
 var (
@@ -175,7 +178,7 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 			_ = sqlTx.Rollback()
 		}
 	}()
-	tx := &Tx{Queries: Queries{r: sqlTx, w: sqlTx}, dialect: db.dialect}
+	tx := &Tx{Queries: Queries{r: sqlTx, w: sqlTx}, dialect: db.dialect, noOutbox: db.noOutbox}
 	if err := fn(tx); err != nil {
 		return err
 	}
