@@ -41,10 +41,6 @@ type voucherCheck struct {
 	remaining int
 }
 
-// outboxChunk bounds the SELECTs of one compound statement, under SQLite's
-// limit of 500.
-const outboxChunk = 200
-
 // voucherEventData is the voucher as a voucher event's data shows it,
 // built by the database from the row it locked: id, title, stock and
 // remaining (MySQL's JSON_OBJECT and SQLite's json_object).
@@ -109,39 +105,64 @@ func (db *DB) WithoutOutbox() *DB {
 // holds.
 func (tx *Tx) writeEvents(ctx context.Context) error {
 	rows := tx.events
+	tx.events = outboxRows{}
 	if tx.noOutbox || len(rows.orders) == 0 && len(rows.vouchers) == 0 {
 		return nil
 	}
 	at := dbTime(now())
-	chunks := slices.Collect(slices.Chunk(rows.orders, outboxChunk))
-	if len(chunks) == 0 {
-		chunks = [][]orderEvent{nil}
+	// A few events and a voucher check (one order, and the stock it
+	// took): one compound statement. More: multi-row VALUES, which
+	// MySQL inserts without the compound's temporary table, then the
+	// checks.
+	if len(rows.orders) <= unionMax && len(rows.vouchers) > 0 {
+		return tx.insertEvents(ctx, rows.orders, rows.vouchers, at)
 	}
-	for i, chunk := range chunks {
-		var b strings.Builder
-		var args []any
-		b.WriteString("INSERT INTO outbox (type, order_id, voucher_id, data, occurred_at) ")
-		sep := ""
-		for _, e := range chunk {
-			b.WriteString(sep + "SELECT ?, ?, ?, ?, ?")
-			sep = " UNION ALL "
-			t := at
-			if !e.o.UpdatedAt.IsZero() {
-				t = dbTime(e.o.UpdatedAt)
-			}
-			args = append(args, string(e.typ), e.o.ID, e.o.VoucherID, string(e.data), t)
-		}
-		if i == len(chunks)-1 {
-			for _, c := range rows.vouchers {
-				b.WriteString(sep + "SELECT ?, 0, id, " + voucherEventData + ", ? FROM vouchers WHERE id = ? AND remaining = ?")
-				sep = " UNION ALL "
-				args = append(args, string(c.typ), at, c.voucherID, c.remaining)
-			}
-		}
-		if _, err := tx.w.ExecContext(ctx, b.String(), args...); err != nil {
-			return wrap(fmt.Sprintf("write %d events", len(chunk)+len(rows.vouchers)), err)
+	for chunk := range slices.Chunk(rows.orders, persistChunk) {
+		if err := tx.insertEvents(ctx, chunk, nil, at); err != nil {
+			return err
 		}
 	}
-	tx.events = outboxRows{}
+	if len(rows.vouchers) == 0 {
+		return nil
+	}
+	return tx.insertEvents(ctx, nil, rows.vouchers, at)
+}
+
+// unionMax is the most order events written in one compound statement
+// with voucher checks.
+const unionMax = 4
+
+// insertEvents writes order events and voucher checks in one statement:
+// VALUES rows when there are no checks, else a compound SELECT.
+func (tx *Tx) insertEvents(ctx context.Context, orders []orderEvent, checks []voucherCheck, at string) error {
+	var b strings.Builder
+	args := make([]any, 0, 5*len(orders)+4*len(checks))
+	b.WriteString("INSERT INTO outbox (type, order_id, voucher_id, data, occurred_at) ")
+	row, sep := "SELECT ?, ?, ?, ?, ?", " UNION ALL "
+	if len(checks) == 0 {
+		b.WriteString("VALUES ")
+		row, sep = "(?, ?, ?, ?, ?)", ", "
+	}
+	for i, e := range orders {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(row)
+		t := at
+		if !e.o.UpdatedAt.IsZero() {
+			t = dbTime(e.o.UpdatedAt)
+		}
+		args = append(args, string(e.typ), e.o.ID, e.o.VoucherID, string(e.data), t)
+	}
+	for i, c := range checks {
+		if i > 0 || len(orders) > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString("SELECT ?, 0, id, " + voucherEventData + ", ? FROM vouchers WHERE id = ? AND remaining = ?")
+		args = append(args, string(c.typ), at, c.voucherID, c.remaining)
+	}
+	if _, err := tx.w.ExecContext(ctx, b.String(), args...); err != nil {
+		return wrap(fmt.Sprintf("write %d events", len(orders)+len(checks)), err)
+	}
 	return nil
 }
