@@ -195,7 +195,6 @@ func (tx *Tx) giveStock(ctx context.Context, voucherID int64, n int) error {
 	if ok, err := oneRow(res, op); err != nil || !ok {
 		return cmp.Or(err, voucherNotFound(voucherID))
 	}
-	tx.checkVoucher(flashsale.EventVoucherRestocked, voucherID, n)
 	return nil
 }
 
