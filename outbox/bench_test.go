@@ -93,17 +93,7 @@ func BenchmarkRelayToJetStream(b *testing.B) {
 // stream consumed as it fills; it reports the p50 and p99 from an event's
 // commit to its arrival at the consumer, in ms.
 func BenchmarkCommitToJetStream(b *testing.B) {
-	db, err := store.Open(context.Background(), testenv.MySQLURL(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	nc, subject, stream := testenv.NATS(b)
-	sink, err := outbox.NewNATS(context.Background(), nc, subject, stream)
-	if err != nil {
-		b.Fatal(err)
-	}
-	audit := consume(b, nc, stream)
+	db, sink, audit := natsRig(b, testenv.MySQLURL(b))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go (&outbox.Relay{DB: db, Sinks: []outbox.Sink{sink}, Owner: "bench"}).Run(ctx)

@@ -17,8 +17,8 @@ import (
 // duplicate window drops a republished event. An event counts as
 // delivered once its publish is acknowledged.
 type NATS struct {
-	js      jetstream.JetStream
-	subject string
+	js              jetstream.JetStream
+	subject, stream string
 }
 
 // natsAckWait bounds the wait for a batch's publish acknowledgements.
@@ -38,8 +38,14 @@ func NewNATS(ctx context.Context, nc *nats.Conn, subject, stream string) (*NATS,
 	if err != nil {
 		return nil, fmt.Errorf("outbox: stream %s: %w", stream, err)
 	}
-	return &NATS{js: js, subject: subject}, nil
+	return &NATS{js: js, subject: subject, stream: stream}, nil
 }
+
+// Subject returns the sink's subject prefix.
+func (s *NATS) Subject() string { return s.subject }
+
+// Stream returns the sink's stream.
+func (s *NATS) Stream() string { return s.stream }
 
 // Name implements Sink: one cursor per subject.
 func (s *NATS) Name() string { return "nats:" + s.subject }

@@ -210,17 +210,8 @@ func waitDelivered(t *testing.T, db *store.DB, audit *outbox.Audit, within time.
 // duplicates are few (JetStream drops republishes by Nats-Msg-Id).
 func TestRelayProcessesSIGKILLedMidBatch(t *testing.T) {
 	url := testenv.MySQLURL(t)
-	db, err := store.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	nc, subject, stream := testenv.NATS(t)
-	sink, err := outbox.NewNATS(t.Context(), nc, subject, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	audit := consume(t, nc, stream)
+	db, sink, audit := natsRig(t, url)
+	subject, stream := sink.Subject(), sink.Stream()
 	procs := &relayProcs{t: t, spec: relaySpec{DB: url, NATS: testenv.NATSURL(), Subject: subject, Stream: stream}, procs: map[string]*exec.Cmd{}}
 	for range 3 {
 		procs.start()
@@ -245,4 +236,21 @@ func TestRelayProcessesSIGKILLedMidBatch(t *testing.T) {
 	if killed != 1 || r.Duplicates > 200*killed {
 		t.Errorf("%d duplicates after %d kills, want at most one batch's (200) per kill", r.Duplicates, killed)
 	}
+}
+
+// natsRig opens the database at url, and a NATS sink of a stream of the
+// test's own, its messages audited from the first.
+func natsRig(t testing.TB, url string) (*store.DB, *outbox.NATS, *outbox.Audit) {
+	t.Helper()
+	db, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	nc, subject, stream := testenv.NATS(t)
+	sink, err := outbox.NewNATS(context.Background(), nc, subject, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, sink, consume(t, nc, stream)
 }
