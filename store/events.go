@@ -246,3 +246,8 @@ func (db *DB) CursorOwner(ctx context.Context, name string) (string, error) {
 	}
 	return owner, wrap("cursor owner "+name, err)
 }
+
+// OrdersOf returns every order of the voucher, by user id.
+func (q Queries) OrdersOf(ctx context.Context, voucherID int64) ([]flashsale.Order, error) {
+	return q.ordersOf(ctx, voucherID, "1 = 1")
+}

@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/eventbench"
 	"github.com/flashsale/flashsale/outbox"
 )
 
@@ -30,60 +26,20 @@ func (f *eventFlags) register(fs *flag.FlagSet) {
 }
 
 func (f *eventFlags) validate() error {
-	if f.retention <= 0 {
-		return fmt.Errorf("--events-retention must be positive, got %s", f.retention)
-	}
-	if f.subject == "" || f.stream == "" {
-		return fmt.Errorf("--events-subject and --events-stream must not be empty")
+	if f.retention <= 0 || f.subject == "" || f.stream == "" {
+		return fmt.Errorf("--events-retention must be positive and --events-subject and --events-stream not empty")
 	}
 	return nil
-}
-
-// startEvents starts the outbox relay of this instance (the sequencer,
-// pruning, webhooks and, with --events-nats, NATS) and returns the API's
-// service and what stops the relay.
-func startEvents(ctx context.Context, f eventFlags, b *backends, m *metrics.Metrics, log *slog.Logger) (*outbox.Service, func(), error) {
-	watch := m.WatchOutbox()
-	relay := &outbox.Relay{DB: b.db, Owner: eventsOwner(), Retention: f.retention, Webhooks: true, Logger: log,
-		Delivered: watch.Delivered, Failed: watch.Failed}
-	var closers []func()
-	if f.nats != "" {
-		nc, err := nats.Connect(f.nats, nats.Name("flashsale"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
-		if err != nil {
-			return nil, nil, fmt.Errorf("events: NATS at %s: %w", f.nats, err)
-		}
-		closers = append(closers, nc.Close)
-		sink, err := outbox.NewNATS(ctx, nc, f.subject, f.stream)
-		if err != nil {
-			nc.Close()
-			return nil, nil, err
-		}
-		relay.Sinks = append(relay.Sinks, sink)
-	}
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { relay.Run(rctx) })
-	wg.Go(func() { watch.Run(rctx, b.db, log) })
-	return &outbox.Service{DB: b.db}, func() {
-		cancel()
-		wg.Wait()
-		for _, c := range closers {
-			c()
-		}
-	}, nil
-}
-
-// eventsOwner names this process in the outbox's leases.
-func eventsOwner() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:8])
 }
 
 // runBackground starts the instance's background work (runBackground of
 // services.go) and its outbox relay, and returns the events' API service.
 // On an error it releases the instance's observer and services.
 func (inst *instance) runBackground(cfg serveConfig, b *backends, log *slog.Logger) (*outbox.Service, error) {
-	evs, stopEvents, err := startEvents(context.Background(), cfg.events, b, inst.obs.m, log)
+	watch, f := inst.obs.m.WatchOutbox(), cfg.events
+	evs, stopEvents, err := outbox.Start(context.Background(), outbox.Config{DB: b.db, NATS: f.nats, Subject: f.subject, Stream: f.stream,
+		Retention: f.retention, Logger: log, Delivered: watch.Delivered, Failed: watch.Failed,
+		Also: func(ctx context.Context) { watch.Run(ctx, b.db, log) }})
 	if err != nil {
 		inst.obs.close()
 		inst.svc.close()
@@ -92,4 +48,41 @@ func (inst *instance) runBackground(cfg serveConfig, b *backends, log *slog.Logg
 	stopBackground := runBackground(inst.svc, cfg)
 	inst.stopConsumer = func() { stopBackground(); stopEvents() }
 	return evs, nil
+}
+
+// benchEvents is bench's --events: a NATS consumer and a webhook receiver
+// beside each sale, and their audit (package eventbench).
+type benchEvents struct {
+	on   bool
+	nats string
+}
+
+func (f *benchEvents) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.on, "events", false, "run a NATS JetStream consumer and a webhook receiver beside each sale and log their audit (docs/events.md); not with --parallel")
+	fs.StringVar(&f.nats, "events-nats", "nats://127.0.0.1:4222", "with --events: the NATS server the instances relay to")
+}
+
+// startWatched starts the run's instances and, with --events, its
+// consumers.
+func (fl *fleets) startWatched(ctx context.Context, name string) (f *fleet, err error) {
+	if fl.cfg.events.on && !fl.cfg.parallel {
+		if fl.events, err = eventbench.New(fl.cfg.events.nats); err != nil {
+			return nil, err
+		}
+	}
+	if f, err = fl.start(ctx, name); err == nil && fl.events != nil {
+		if err = fl.events.Start(ctx, f.urls[0], fl.admin); err != nil {
+			_ = f.stop()
+		}
+	}
+	return f, err
+}
+
+// auditEvents logs the audit of the run's events (--events).
+func (fl *fleets) auditEvents(ctx context.Context, name string, voucherID int64, log *slog.Logger) {
+	if fl.events != nil {
+		rep, err := fl.events.Finish(context.WithoutCancel(ctx), fl.b.db, voucherID, time.Minute)
+		log.Info("events audit: "+rep.String(), "err", err)
+		fmt.Fprintf(os.Stderr, "%s events audit: %s (%v)\n", name, rep, err)
+	}
 }
