@@ -211,7 +211,9 @@ func (w *Watch) close() {
 
 // String is the report's line under the bench's table.
 func (r Report) String() string {
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms" }
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
+	}
 	return fmt.Sprintf("events: %d orders, %d events (%d orders missing some in the outbox); "+
 		"NATS: %d received, %d missing, %d out of order, %d duplicates, commit→delivery p50 %s p99 %s; "+
 		"webhook: %d received, %d missing, %d out of order, %d duplicates, p50 %s p99 %s",
