@@ -37,7 +37,7 @@ func (f *eventFlags) validate() error {
 // On an error it releases the instance's observer and services.
 func (inst *instance) runBackground(cfg serveConfig, b *backends, log *slog.Logger) (*outbox.Service, error) {
 	watch, f := inst.obs.m.WatchOutbox(), cfg.events
-	evs, stopEvents, err := outbox.Start(context.Background(), outbox.Config{DB: b.db, NATS: f.nats, Subject: f.subject, Stream: f.stream,
+	evs, stopEvents, err := outbox.Start(context.Background(), outbox.Config{DB: b.db, URL: b.dbURL, NATS: f.nats, Subject: f.subject, Stream: f.stream,
 		Retention: f.retention, Logger: log, Delivered: watch.Delivered, Failed: watch.Failed,
 		Also: func(ctx context.Context) { watch.Run(ctx, b.db, log) }})
 	if err != nil {
