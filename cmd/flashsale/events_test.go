@@ -13,10 +13,16 @@ import (
 
 // TestServeRelaysEvents: serve with --events-nats writes each order's
 // events and relays them to its JetStream stream (created by serve), and
-// GET /api/events shows them too.
+// GET /api/events shows them too; on SQLite (embedded) and on MariaDB,
+// where the relay has a pool of its own.
 func TestServeRelaysEvents(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { serveRelaysEvents(t) })
+	t.Run("mysql", func(t *testing.T) { serveRelaysEvents(t, "--db", testenv.MySQLURL(t)) })
+}
+
+func serveRelaysEvents(t *testing.T, args ...string) {
 	nc, subject, stream := testenv.NATS(t)
-	url, stop := startServe(t, "--events-nats", testenv.NATSURL(), "--events-subject", subject, "--events-stream", stream)
+	url, stop := startServe(t, append(args, "--events-nats", testenv.NATSURL(), "--events-subject", subject, "--events-stream", stream)...)
 	var v struct {
 		ID string `json:"id"`
 	}
