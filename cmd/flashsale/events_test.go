@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +76,34 @@ func serveRelaysEvents(t *testing.T, args ...string) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBenchEvents: bench --events audits a NATS consumer and a webhook
+// receiver beside the sale: every order's events, none missing, none out
+// of order (the audit's line goes to the process's standard error).
+func TestBenchEvents(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	read := make(chan string)
+	go func() { b, _ := io.ReadAll(r); read <- string(b) }()
+	func() {
+		defer func() { os.Stderr = stderr; w.Close() }()
+		benchOnServers(t, "--strategy", "batch", "--events", "--events-nats", testenv.NATSURL(), "--users", "60", "--stock", "20", "--requests", "120")
+	}()
+	out := <-read
+	line := ""
+	for l := range strings.Lines(out) {
+		if strings.HasPrefix(l, "batch events audit:") {
+			line = l
+		}
+	}
+	want := regexp.MustCompile(`events: 20 orders, 2[0-9] events \(0 orders missing some in the outbox\); NATS: 2[0-9] received, 0 missing, 0 out of order, \d+ duplicates, .*webhook: 2[0-9] received, 0 missing, 0 out of order`)
+	if !want.MatchString(line) {
+		t.Fatalf("audit line %q does not match %s\nstderr:\n%s", line, want, out)
 	}
 }
