@@ -1,6 +1,7 @@
 package flashsale_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -178,5 +179,22 @@ func TestErrorCodesAreDistinct(t *testing.T) {
 	}
 	if !seen[flashsale.EMethodNotAllowed] || !seen[flashsale.EInternal] {
 		t.Errorf("ErrorCodes() = %v misses codes", flashsale.ErrorCodes())
+	}
+}
+
+func TestEventJSON(t *testing.T) {
+	e := flashsale.Event{ID: "evt_7", Type: flashsale.EventOrderPaid, OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.FixedZone("x", 3600)),
+		Sequence: 7, Data: []byte(`{"order_id":"1","status":"paid"}`)}
+	b, err := json.Marshal(e)
+	want := `{"id":"evt_7","type":"order.paid","occurred_at":"2026-01-02T02:04:05.000006Z","sequence":7,"data":{"order_id":"1","status":"paid"}}`
+	if err != nil || string(b) != want || string(e.AppendJSON(nil)) != want {
+		t.Fatalf("body = %s, %v; want %s", b, err, want)
+	}
+	var back flashsale.Event
+	if err := json.Unmarshal(b, &back); err != nil || back.ID != e.ID || !back.OccurredAt.Equal(e.OccurredAt) || back.Sequence != 7 || flashsale.EventOrder(back.Data) != 1 {
+		t.Fatalf("read back %+v, %v", back, err)
+	}
+	if !flashsale.EventOrderPlaced.Valid() || flashsale.EventType("order.shipped").Valid() {
+		t.Error("Valid")
 	}
 }

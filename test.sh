@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: makes a fresh machine ready for the tests, then runs them.
 #
-# It starts Redis (127.0.0.1:6379, keeping nothing on disk) and MariaDB
-# (127.0.0.1:3306, root without a password) when they are not answering,
+# It starts Redis (127.0.0.1:6379, keeping nothing on disk), MariaDB
+# (127.0.0.1:3306, root without a password) and NATS with JetStream
+# (127.0.0.1:4222) when they are not answering,
 # installs them with apt-get when they are missing, installs the tools some
 # tests drive (redis-cli for cluster set-up, Chromium for the browser tests,
 # promtool for the metrics rules), and then runs `go test` with the arguments
@@ -44,6 +45,7 @@ command -v ip >/dev/null || missing+=(iproute2) # the partition tests (network n
 command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v promtool >/dev/null || missing+=(prometheus)
+command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || missing+=(nats-server)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]}"
   install_pkgs "${missing[@]}"
@@ -61,6 +63,19 @@ if ! mysqladmin -h 127.0.0.1 -P 3306 -uroot ping >/dev/null 2>&1; then
   $SUDO start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
 fi
 wait_for mariadb mysqladmin -h 127.0.0.1 -P 3306 -uroot ping
+
+# NATS with JetStream on 127.0.0.1:4222 (the events' tests), its store in
+# /var/tmp.
+nats_up() { timeout 1 bash -c 'exec 3<>/dev/tcp/127.0.0.1/4222 && head -c 4 <&3 | grep -q INFO'; }
+if ! nats_up; then
+  NATS_SERVER=$(command -v nats-server || echo /usr/sbin/nats-server)
+  $SUDO start-stop-daemon --start --oknodo --background --exec "$NATS_SERVER" -- -a 127.0.0.1 -p 4222 -js -sd /var/tmp/flashsale-nats
+fi
+wait_for nats nats_up
+
+# The suite opens many connections at once (packages run in parallel,
+# each test a database of its own): MariaDB's default of 151 is too few.
+mysql -h 127.0.0.1 -P 3306 -uroot -e 'SET GLOBAL max_connections = 1000' || true
 
 if [ $# -gt 0 ]; then exec go test "$@"; fi
 # The default run prints its progress as it goes (internal/testprogress: a

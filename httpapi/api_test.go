@@ -28,6 +28,7 @@ import (
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/lifecycle"
 	"github.com/flashsale/flashsale/lock"
+	"github.com/flashsale/flashsale/outbox"
 	"github.com/flashsale/flashsale/ratelimit"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/strategy"
@@ -143,6 +144,7 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 		// As serve wraps every strategy.
 		Orders:     idempotency.Wrap(admission.Wrap(orders, api.queue), rc, idempotency.Config{Prefix: api.prefix}),
 		Admission:  api.queue,
+		Events:     &outbox.Service{DB: db},
 		TrustProxy: o.trustProxy,
 		Auth:       a,
 		Limiter:    ratelimit.New(rc, api.prefix+"rate:"),

@@ -61,6 +61,9 @@ type Server struct {
 	// Admission is the waiting room and the deny list; without it the
 	// queue and deny list routes answer unavailable, and nobody is denied.
 	Admission Admission
+	// Events is the event outbox and webhooks; without it their routes
+	// answer unavailable.
+	Events Events
 
 	ready   readyCache // readiness.go
 	guesses guessBlock // guesses.go
@@ -110,6 +113,11 @@ func (s *Server) routes() []route {
 		{"GET", "/api/vouchers/{id}/queue/{ticket}", s.pollQueue},
 		{"PUT", "/api/denylist", s.putDenyList},
 		{"GET", "/api/denylist", s.getDenyList},
+		{"GET", "/api/events", s.listEvents},
+		{"POST", "/api/webhooks", s.createWebhook},
+		{"GET", "/api/webhooks", s.listWebhooks},
+		{"DELETE", "/api/webhooks/{id}", s.deleteWebhook},
+		{"POST", "/api/webhooks/{id}/redeliver", s.redeliverWebhook},
 	}
 }
 

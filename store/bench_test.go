@@ -53,6 +53,35 @@ func BenchmarkPersistOrders(b *testing.B) {
 	}
 }
 
+// BenchmarkPersistOutbox is BenchmarkPersistOrders on MySQL with and
+// without the outbox's events (issue 35): what writing them costs the
+// async consumer.
+func BenchmarkPersistOutbox(b *testing.B) {
+	for _, size := range []int{100, 500} {
+		for _, outbox := range []string{"on", "off"} {
+			b.Run(fmt.Sprintf("batch=%d/outbox=%s", size, outbox), func(b *testing.B) {
+				db := openDB(b, dialects[0].url(b))
+				if outbox == "off" {
+					db = db.WithoutOutbox()
+				}
+				createVoucher(b, db, 1, flashsale.MaxStock)
+				next := int64(0)
+				orders := make([]flashsale.Order, size)
+				for b.Loop() {
+					for i := range orders {
+						next++
+						orders[i] = flashsale.Order{ID: next, VoucherID: 1, UserID: next * 2654435761 % (1 << 40), Status: flashsale.StatusPending}
+					}
+					if res, err := db.PersistOrders(context.Background(), orders); err != nil || res.Inserted != size {
+						b.Fatalf("PersistOrders = %+v, %v", res, err)
+					}
+				}
+				b.ReportMetric(float64(next)/b.Elapsed().Seconds(), "orders/s")
+			})
+		}
+	}
+}
+
 // BenchmarkDecrementRemaining takes one unit at a time from one hot row,
 // from many goroutines at once (GOMAXPROCS×32, as under a flash sale), and
 // reports decrements/s.

@@ -69,7 +69,7 @@ func (tx *Tx) payOrder(ctx context.Context, p flashsale.Payment, now time.Time) 
 		return nil, false, wrap(fmt.Sprintf("pay order %d", o.ID), err)
 	}
 	o.Status, o.PaymentID, o.UpdatedAt = flashsale.StatusPaid, p.ID, t
-	return o, true, nil
+	return o, true, tx.addOrderEvent(flashsale.EventOrderPaid, o)
 }
 
 // payable returns nil when an order may be paid or cancelled at now, and
@@ -181,8 +181,15 @@ func (tx *Tx) close(ctx context.Context, orders []*flashsale.Order, status flash
 	if err := tx.takeUnits(ctx, units); err != nil {
 		return err
 	}
+	typ := flashsale.EventOrderCancelled
+	if status == flashsale.StatusExpired {
+		typ = flashsale.EventOrderExpired
+	}
 	for _, o := range orders {
 		o.Status, o.UpdatedAt = status, t
+		if err := tx.addOrderEvent(typ, o); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -36,7 +36,8 @@ func migrate(ctx context.Context, db *sql.DB, dialect string) (err error) {
 		gooseDialect = goose.DialectMySQL
 	}
 	p, err := goose.NewProvider(gooseDialect, db, fsys,
-		goose.WithDisableGlobalRegistry(true), goose.WithLogger(goose.NopLogger()))
+		goose.WithDisableGlobalRegistry(true), goose.WithLogger(goose.NopLogger()),
+		goose.WithGoMigrations(stockEventsMigration(dialect)))
 	if err != nil {
 		return fmt.Errorf("store: migrations: %w", err)
 	}

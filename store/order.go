@@ -59,7 +59,10 @@ func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) er
 		return wrap(fmt.Sprintf("insert order %d", o.ID), err)
 	}
 	o.Status, o.Quantity, o.CreatedAt, o.UpdatedAt = status, o.Units(), t, t
-	return nil
+	if status == flashsale.StatusFailed {
+		return tx.addOrderEvent(flashsale.EventOrderFailed, o)
+	}
+	return tx.addOrderEvent(flashsale.EventOrderPlaced, o)
 }
 
 // ErrKeyTaken is in the chain of InsertOrder's error when another order

@@ -308,7 +308,8 @@ func (tx *Tx) storedIDs(ctx context.Context, orders []flashsale.Order) (map[int6
 // storedIDs looked, and the batch's stock count would be wrong, so it
 // returns errRaced.
 func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flashsale.Order) error {
-	t := dbTime(now())
+	tnow := now()
+	t := dbTime(tnow)
 	inserted := 0
 	for chunk := range slices.Chunk(orders, persistChunk) {
 		var b strings.Builder
@@ -331,6 +332,11 @@ func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flas
 				updated = dbTime(o.UpdatedAt)
 			}
 			args = append(args, o.ID, o.VoucherID, o.UserID, o.Units(), string(status), nullTime(o.PayBy), nullString(o.IdempotencyKey), created, updated)
+			placed := o
+			placed.Status, placed.Quantity, placed.UpdatedAt = status, o.Units(), tnow
+			if err := tx.addOrderEvent(flashsale.EventOrderPlaced, &placed); err != nil {
+				return err
+			}
 		}
 		res, err := tx.w.ExecContext(ctx, b.String(), args...)
 		if err != nil {

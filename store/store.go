@@ -53,12 +53,18 @@ type DB struct {
 	// reader is SQLite's query-only pool for files; nil when writer serves
 	// reads too.
 	reader *sql.DB
+	// noOutbox: transactions write no events (WithoutOutbox).
+	noOutbox bool
 }
 
 // Tx is a transaction started by DB.Tx. Its Queries methods run inside it.
 type Tx struct {
 	Queries
 	dialect string
+	// events are the outbox rows of the transaction's changes, written
+	// just before it commits (outbox.go), unless noOutbox.
+	events   outboxRows
+	noOutbox bool
 }
 
 var (
@@ -172,7 +178,11 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 			_ = sqlTx.Rollback()
 		}
 	}()
-	if err := fn(&Tx{Queries: Queries{r: sqlTx, w: sqlTx}, dialect: db.dialect}); err != nil {
+	tx := &Tx{Queries: Queries{r: sqlTx, w: sqlTx}, dialect: db.dialect, noOutbox: db.noOutbox}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.writeEvents(ctx); err != nil {
 		return err
 	}
 	committed = true

@@ -48,9 +48,10 @@ type benchConfig struct {
 	rateUser    float64
 	rateIP      float64
 	lockWait    time.Duration
-	locks       lockFlags  // stocklock.go
-	rules       benchRules // benchrules.go
-	crowd       benchCrowd // benchcrowd.go
+	locks       lockFlags   // stocklock.go
+	rules       benchRules  // benchrules.go
+	crowd       benchCrowd  // benchcrowd.go
+	events      benchEvents // events.go
 	backends    backendFlags
 	// then is a second set of runs on the same backends, reported apart
 	// (demo's sales with a payment window); parallel runs a set's
@@ -87,6 +88,7 @@ func (c *benchConfig) register(fs *flag.FlagSet) {
 	c.locks.register(fs, true)
 	c.rules.register(fs)
 	c.crowd.register(fs)
+	c.events.register(fs)
 	c.backends.register(fs)
 }
 

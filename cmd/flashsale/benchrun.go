@@ -74,7 +74,7 @@ func (fl *fleets) progress(stderr io.Writer) func(string, int) lab.Progress {
 // whether its row is worth showing: the run did not break off.
 func (fl *fleets) runOne(ctx context.Context, name string, authn *auth.Authenticator, log *slog.Logger, progress func(string, int) lab.Progress) (_ lab.Row, shown bool, _ error) {
 	cfg, b := fl.cfg, fl.b
-	f, err := fl.start(ctx, name)
+	f, err := fl.startWatched(ctx, name) // events.go
 	if err != nil {
 		return lab.Row{}, false, fmt.Errorf("%s: starting instances: %w", name, err)
 	}
@@ -88,6 +88,7 @@ func (fl *fleets) runOne(ctx context.Context, name string, authn *auth.Authentic
 	log.Info("run starting", "strategy", name, "targets", strings.Join(f.urls, ","))
 	row, err := sale.Run(ctx)
 	log.Info("run ended", "strategy", name, "voucher", row.VoucherID, "requests", row.Requests, "errors", row.Errors, "err", err)
+	fl.auditEvents(ctx, name, row.VoucherID, log)
 	if stopErr := f.stop(); stopErr != nil {
 		log.Warn("stopping instances", "strategy", name, "err", stopErr)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashsale/flashsale/eventbench"
 	"github.com/flashsale/flashsale/lab"
 )
 
@@ -28,7 +29,8 @@ type fleets struct {
 	paymentFile   string
 	paymentSecret []byte
 	// id tells this bench's consumer names from any other's.
-	id string
+	id     string
+	events *eventbench.Watch // --events: this run's (events.go)
 }
 
 // fleet is one strategy's running instances.
@@ -118,6 +120,9 @@ func (fl *fleets) serveArgs(run string) []string {
 	}
 	if fl.cfg.crowd.on() {
 		locks = append(locks, "--trust-proxy") // the crowd's X-Forwarded-For: an address per account
+	}
+	if fl.events != nil {
+		locks = append(locks, "--events-nats", fl.cfg.events.nats, "--events-subject", fl.events.Subject, "--events-stream", fl.events.Stream)
 	}
 	return append(locks,
 		"--addr", "127.0.0.1:0",

@@ -47,6 +47,7 @@ type serveConfig struct {
 	expireEvery time.Duration
 	admission   admissionFlags     // admission.go
 	provider    auth.ProviderFlags // provider.go
+	events      eventFlags         // events.go
 }
 
 // The rate limits serve ships with: a buyer clicks a few times a
@@ -139,6 +140,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.durability.register(fs)
 	c.locks.register(fs, false)
 	registerProvider(fs, &c.provider)
+	c.events.register(fs)
 }
 
 func (c *serveConfig) validate() error {
@@ -165,6 +167,9 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if err := c.admission.validate(); err != nil {
+		return err
+	}
+	if err := c.events.validate(); err != nil {
 		return err
 	}
 	if c.strategy != "async" && c.durability.mode != string(async.DurabilityMemory) {
@@ -306,7 +311,11 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		return nil, err
 	}
 	inst := &instance{URL: "http://" + ln.Addr().String(), svc: svc, obs: obs, failed: make(chan error, 1)}
-	inst.stopConsumer = runBackground(svc, cfg)
+	evs, err := inst.runBackground(cfg, b, log) // events.go
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	paymentSecret, _ := cfg.payments.secret() // validated
 	api := &httpapi.Server{
 		Vouchers:   svc.vouchers,
@@ -319,6 +328,7 @@ func startInstance(cfg serveConfig, b *backends, log *slog.Logger) (*instance, e
 		Ready:      svc.ready,
 		Logger:     log,
 		Admission:  svc.queue,
+		Events:     evs,
 
 		PaymentSecret: paymentSecret,
 	}

@@ -1,0 +1,133 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/outbox"
+)
+
+// Events is the outbox's pull and the webhooks' registry (admin only;
+// docs/events.md). *outbox.Service implements it; it answers EInvalid for
+// bad input, having changed nothing.
+type Events interface {
+	Events(ctx context.Context, cursor string, limit int) ([]flashsale.Event, string, error)
+	CreateWebhook(ctx context.Context, url string, types []flashsale.EventType) (*flashsale.Webhook, error)
+	Webhooks(ctx context.Context) ([]flashsale.Webhook, error)
+	DeleteWebhook(ctx context.Context, id int64) error
+	Redeliver(ctx context.Context, id int64) (sent, left int, err error)
+}
+
+var _ Events = (*outbox.Service)(nil)
+
+// errNoEvents answers the event routes of a server without them.
+var errNoEvents = flashsale.Errorf(flashsale.EUnavailable, "this server has no event outbox")
+
+// eventsAdmin checks the admin token and that the server has events.
+func (s *Server) eventsAdmin(w http.ResponseWriter, r *http.Request) bool {
+	err := s.admin(r)
+	if err == nil && s.Events == nil {
+		err = errNoEvents
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
+// listEvents is GET /api/events?after=<cursor>&limit=N.
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	if !s.eventsAdmin(w, r) {
+		return
+	}
+	limit := outbox.DefaultLimit
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil {
+			s.fail(w, r, flashsale.Errorf(flashsale.EInvalid, "limit must be a whole number from 1 to %d, got %q", outbox.MaxLimit, l))
+			return
+		}
+		limit = n
+	}
+	events, next, err := s.Events.Events(r.Context(), r.URL.Query().Get("after"), limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": events, "next": next})
+}
+
+// createWebhookRequest is the body of POST /api/webhooks.
+type createWebhookRequest struct {
+	URL    string                `json:"url"`
+	Events []flashsale.EventType `json:"events"`
+}
+
+// createWebhook is POST /api/webhooks.
+func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) {
+	if !s.eventsAdmin(w, r) {
+		return
+	}
+	var req createWebhookRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	hook, err := s.Events.CreateWebhook(r.Context(), req.URL, req.Events)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, hook)
+}
+
+// listWebhooks is GET /api/webhooks.
+func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
+	if !s.eventsAdmin(w, r) {
+		return
+	}
+	hooks, err := s.Events.Webhooks(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"webhooks": hooks})
+}
+
+// deleteWebhook is DELETE /api/webhooks/{id}.
+func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
+	if !s.eventsAdmin(w, r) {
+		return
+	}
+	id, err := pathID(r, "id")
+	if err == nil {
+		err = s.Events.DeleteWebhook(r.Context(), id)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// redeliverWebhook is POST /api/webhooks/{id}/redeliver: the endpoint's
+// dead letters sent again.
+func (s *Server) redeliverWebhook(w http.ResponseWriter, r *http.Request) {
+	if !s.eventsAdmin(w, r) {
+		return
+	}
+	id, err := pathID(r, "id")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sent, left, err := s.Events.Redeliver(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"redelivered": sent, "dead_letters": left})
+}

@@ -1,0 +1,253 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// The outbox's reading side (docs/events.md). Ids are handed out when a
+// row is inserted, not when it commits, so a reader that followed ids
+// could pass an id whose transaction commits later and never see it. The
+// sequencer (SequenceEvents) gives each committed row a position, pos, in
+// the order rows become visible; readers follow pos: the pull API by its
+// cursor, each sink by its row in outbox_cursors.
+
+// SequenceName is the outbox_cursors row that holds the next position.
+const SequenceName = "sequence"
+
+// OutboxEvent is an event as the outbox keeps it: the event and its
+// position in the log (0 until sequenced).
+type OutboxEvent struct {
+	flashsale.Event
+	Pos int64
+}
+
+// SequenceEvents gives up to max committed events without a position
+// their positions, in id order, and returns how many it gave. The
+// sequencers of every instance run one at a time (the sequence row's
+// lock); a row's position is above every position given before it.
+func (db *DB) SequenceEvents(ctx context.Context, max int) (int, error) {
+	var n int
+	err := db.Tx(ctx, func(tx *Tx) error {
+		var next int64
+		err := tx.w.QueryRowContext(ctx, "SELECT pos FROM outbox_cursors WHERE name = ?"+forUpdate(tx.dialect), SequenceName).Scan(&next)
+		if err != nil {
+			return wrap("sequence events: lock", err)
+		}
+		// A plain read: its snapshot starts now, after the lock, and a
+		// locking one would lock the gap new rows are inserted into.
+		ids, err := int64s(ctx, tx.w, "sequence events: find", "SELECT id FROM outbox WHERE pos IS NULL ORDER BY id LIMIT ?", max)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		// pos = id + off keeps id order and starts at next; the gaps
+		// between ids stay gaps.
+		off := next - ids[0]
+		_, err = tx.w.ExecContext(ctx, "UPDATE outbox SET pos = id + ? WHERE id IN (?"+strings.Repeat(", ?", len(ids)-1)+")", append([]any{off}, anys(ids)...)...)
+		if err != nil {
+			return wrap("sequence events: set", err)
+		}
+		_, err = tx.w.ExecContext(ctx, "UPDATE outbox_cursors SET pos = ? WHERE name = ?", ids[len(ids)-1]+off+1, SequenceName)
+		n = len(ids)
+		return wrap("sequence events: next", err)
+	})
+	return n, err
+}
+
+// eventColumns are the columns scanEvent reads.
+const eventColumns = "id, type, order_id, voucher_id, data, occurred_at, COALESCE(pos, 0)"
+
+// scanEvent reads eventColumns.
+func scanEvent(row interface{ Scan(...any) error }) (OutboxEvent, error) {
+	var e OutboxEvent
+	var data string
+	err := row.Scan(&e.Sequence, &e.Type, &e.OrderID, &e.VoucherID, &data, scanTime{&e.OccurredAt}, &e.Pos)
+	e.ID, e.Data = flashsale.EventID(e.Sequence), []byte(data)
+	return e, err
+}
+
+// EventsAfter returns up to limit sequenced events with a position above
+// after, oldest first.
+func (db *DB) EventsAfter(ctx context.Context, after int64, limit int) ([]OutboxEvent, error) {
+	return db.events(ctx, "SELECT "+eventColumns+" FROM outbox WHERE pos > ? ORDER BY pos LIMIT ?", after, limit)
+}
+
+// events runs a query of eventColumns.
+func (db *DB) events(ctx context.Context, query string, args ...any) ([]OutboxEvent, error) {
+	rows, err := db.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, wrap("read events", err)
+	}
+	defer rows.Close()
+	events := []OutboxEvent{}
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, wrap("read events", err)
+		}
+		events = append(events, e)
+	}
+	return events, wrap("read events", rows.Err())
+}
+
+// ClaimCursor takes the named cursor's lease for owner until until, or
+// renews it, unless another owner's lease runs past now; it creates the
+// cursor at start (the position delivered up to) if it does not exist.
+// It returns the cursor's position and whether owner holds the lease.
+func (db *DB) ClaimCursor(ctx context.Context, name, owner string, start int64, now, until time.Time) (int64, bool, error) {
+	op := "claim cursor " + name
+	if _, err := db.w.ExecContext(ctx, insertIgnoreVerb(db.dialect)+" outbox_cursors (name, pos) VALUES (?, ?)", name, start); err != nil {
+		return 0, false, wrap(op, err)
+	}
+	res, err := db.w.ExecContext(ctx, "UPDATE outbox_cursors SET owner = ?, lease_until = ? WHERE name = ? AND (owner = ? OR owner = '' OR lease_until < ?)",
+		owner, dbTime(until), name, owner, dbTime(now))
+	if err != nil {
+		return 0, false, wrap(op, err)
+	}
+	ok, err := oneRow(res, op)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	var pos int64
+	err = db.w.QueryRowContext(ctx, "SELECT pos FROM outbox_cursors WHERE name = ? AND owner = ?", name, owner).Scan(&pos)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return pos, err == nil, wrap(op, err)
+}
+
+// AdvanceCursor moves the named cursor to pos and extends the lease to
+// until, if owner still holds it; it reports false when another owner took
+// it over (then the caller stops: the other goes on from the cursor).
+func (db *DB) AdvanceCursor(ctx context.Context, name, owner string, pos int64, until time.Time) (bool, error) {
+	res, err := db.w.ExecContext(ctx, "UPDATE outbox_cursors SET pos = ?, lease_until = ? WHERE name = ? AND owner = ?", pos, dbTime(until), name, owner)
+	if err != nil {
+		return false, wrap("advance cursor "+name, err)
+	}
+	return oneRow(res, "advance cursor "+name)
+}
+
+// ReleaseCursor gives up owner's lease of the named cursor.
+func (db *DB) ReleaseCursor(ctx context.Context, name, owner string) error {
+	_, err := db.w.ExecContext(ctx, "UPDATE outbox_cursors SET owner = '', lease_until = NULL WHERE name = ? AND owner = ?", name, owner)
+	return wrap("release cursor "+name, err)
+}
+
+// EventHead returns the position below which every position is given.
+func (db *DB) EventHead(ctx context.Context) (int64, error) {
+	var next int64
+	err := db.r.QueryRowContext(ctx, "SELECT pos FROM outbox_cursors WHERE name = ?", SequenceName).Scan(&next)
+	return next - 1, wrap("event head", err)
+}
+
+// PruneEvents deletes up to max events that every sink's cursor has passed
+// and that occurred before before, oldest first, and returns how many. It
+// never deletes an event a cursor has not passed, nor the newest event
+// (SQLite would give its id again).
+func (db *DB) PruneEvents(ctx context.Context, before time.Time, max int) (int, error) {
+	var low sql.NullInt64
+	err := db.r.QueryRowContext(ctx, "SELECT MIN(pos) FROM outbox_cursors WHERE name <> ?", SequenceName).Scan(&low)
+	if err != nil {
+		return 0, wrap("prune events", err)
+	}
+	if !low.Valid { // no sink: every sequenced event is delivered
+		if low.Int64, err = db.EventHead(ctx); err != nil {
+			return 0, err
+		}
+	}
+	ids, err := db.int64s(ctx, "prune events", "SELECT id FROM outbox WHERE pos <= ? AND occurred_at < ? AND id < (SELECT MAX(id) FROM outbox) ORDER BY pos LIMIT ?",
+		low.Int64, dbTime(before), max)
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	_, err = db.w.ExecContext(ctx, "DELETE FROM outbox WHERE id IN (?"+strings.Repeat(", ?", len(ids)-1)+")", anys(ids)...)
+	if err != nil {
+		return 0, wrap("prune events", err)
+	}
+	return len(ids), nil
+}
+
+// CursorLag is how far one sink's cursor is behind.
+type CursorLag struct {
+	Name string
+	// Backlog is the positions between the cursor and the head, an upper
+	// bound of the events not delivered yet (positions have gaps).
+	Backlog int64
+	// Oldest is when the oldest undelivered event occurred (zero: none).
+	Oldest time.Time
+}
+
+// OutboxLag returns every cursor's lag, the sequencer's ("sequence": the
+// events not sequenced yet) first. Each costs an index probe or two,
+// whatever the backlog.
+func (db *DB) OutboxLag(ctx context.Context) ([]CursorLag, error) {
+	rows, err := db.r.QueryContext(ctx, "SELECT name, pos FROM outbox_cursors ORDER BY name")
+	if err != nil {
+		return nil, wrap("outbox lag", err)
+	}
+	type cursor struct {
+		name string
+		pos  int64
+	}
+	var cursors []cursor
+	var head int64
+	for rows.Next() {
+		var c cursor
+		if err := rows.Scan(&c.name, &c.pos); err != nil {
+			rows.Close()
+			return nil, wrap("outbox lag", err)
+		}
+		if c.name == SequenceName {
+			head = c.pos - 1
+		}
+		cursors = append(cursors, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, wrap("outbox lag", err)
+	}
+	lags := []CursorLag{}
+	for _, c := range cursors {
+		l := CursorLag{Name: c.name, Backlog: max(head-c.pos, 0)}
+		q := "SELECT occurred_at FROM outbox WHERE pos > ? ORDER BY pos LIMIT 1"
+		args := []any{c.pos}
+		if c.name == SequenceName {
+			var n int
+			if err := db.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM outbox WHERE pos IS NULL LIMIT 10000) u").Scan(&n); err != nil {
+				return nil, wrap("outbox lag", err)
+			}
+			l.Backlog, q, args = int64(n), "SELECT occurred_at FROM outbox WHERE pos IS NULL ORDER BY id LIMIT 1", nil
+		}
+		err := db.r.QueryRowContext(ctx, q, args...).Scan(scanTime{&l.Oldest})
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, wrap(fmt.Sprintf("outbox lag of %s", c.name), err)
+		}
+		if c.name == SequenceName {
+			lags = append([]CursorLag{l}, lags...)
+		} else {
+			lags = append(lags, l)
+		}
+	}
+	return lags, nil
+}
+
+// CursorOwner returns the owner of the named cursor's lease ("" for none).
+func (db *DB) CursorOwner(ctx context.Context, name string) (string, error) {
+	var owner string
+	err := db.r.QueryRowContext(ctx, "SELECT owner FROM outbox_cursors WHERE name = ?", name).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return owner, wrap("cursor owner "+name, err)
+}
+
+// OrdersOf returns every order of the voucher, by user id.
+func (q Queries) OrdersOf(ctx context.Context, voucherID int64) ([]flashsale.Order, error) {
+	return q.ordersOf(ctx, voucherID, "1 = 1")
+}
