@@ -76,26 +76,22 @@ func (s *Service) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*
 	return o, err
 }
 
-// SlotIDGenerator is an IDGenerator whose IDs can carry a Redis Cluster
-// slot, as idgen.Slots': with one as Config.OrderIDs, an order's id
-// carries the slot of its shard, so its pointer and its id's range are
-// written on the shard's master (layout.Pointer).
+// SlotIDGenerator is an IDGenerator whose IDs carry a Redis Cluster
+// slot, as idgen.Slots': an order's id carries the slot of its shard, so
+// its pointer and its id's range are written on the shard's master
+// (layout.Pointer).
 type SlotIDGenerator interface {
 	flashsale.IDGenerator
 	NextIDIn(ctx context.Context, slot int) (int64, error)
 }
 
-// orderID returns a new id for an order of req: in the slot of the
-// buyer's shard when Config.OrderIDs is a SlotIDGenerator.
+// orderID returns a new id for an order of req, in the slot of the
+// buyer's shard.
 func (s *Service) orderID(ctx context.Context, l *local, req flashsale.OrderRequest) (int64, error) {
-	ids, ok := s.cfg.OrderIDs.(SlotIDGenerator)
-	if !ok {
-		return s.cfg.OrderIDs.NextID(ctx)
-	}
 	if l.shards != nil {
-		return ids.NextIDIn(ctx, l.shards[layout.HomeShard(req.UserID, len(l.shards))].Slot)
+		return s.cfg.OrderIDs.NextIDIn(ctx, l.shards[layout.HomeShard(req.UserID, len(l.shards))].Slot)
 	}
-	return ids.NextIDIn(ctx, l.slot)
+	return s.cfg.OrderIDs.NextIDIn(ctx, l.slot)
 }
 
 // gateArgs returns the gate's ARGV for one order.
@@ -126,8 +122,8 @@ func (s *Service) askGate(ctx context.Context, l *local, req flashsale.OrderRequ
 
 // decodeGateReply turns the gate's reply, from the shard (0 for a voucher
 // with one), into an order or an error, and remembers refusals in l (and,
-// for an accepted order, writes its pointer and checks its level against
-// seen, the shard's lowest level seen before the request).
+// for an accepted order, checks its level against seen, the shard's
+// lowest level seen before the request).
 func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.RedisMessage, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark) (*flashsale.Order, error) {
 	code, err := res[0].AsInt64()
 	if err != nil {
@@ -166,8 +162,8 @@ func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.R
 	return nil, fmt.Errorf("async: gate answered unknown code %d", code)
 }
 
-// accepted returns the order the gate accepted, after writing its pointer
-// and checking the shard's level.
+// accepted returns the order the gate accepted (and pointed to), after
+// checking the shard's level.
 func (s *Service) accepted(l *local, res []rueidis.RedisMessage, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark) *flashsale.Order {
 	l.accepted.Add(1)
 	left, _ := res[1].AsInt64()
@@ -186,7 +182,6 @@ func (s *Service) accepted(l *local, res []rueidis.RedisMessage, req flashsale.O
 	if payBy > 0 {
 		o.PayBy = time.UnixMicro(payBy).UTC()
 	}
-	s.writePointer(o, entry)
 	return o
 }
 

@@ -30,10 +30,10 @@ type Config struct {
 	// consumer and the reconciler must use the same.
 	Prefix string
 	Group  string
-	// OrderIDs gives order ids; VoucherIDs gives voucher ids (default
-	// OrderIDs).
-	OrderIDs   flashsale.IDGenerator
-	VoucherIDs flashsale.IDGenerator
+	// OrderIDs gives order and voucher ids. An order's id carries the
+	// slot of the shard it is taken on (idgen.Slots), so gate.lua writes
+	// its pointer with the shard's keys (layout.Pointer).
+	OrderIDs SlotIDGenerator
 	// VerdictTTL is how long an instance remembers that a voucher is sold
 	// out, ended or not started (then never past the start Redis named)
 	// and refuses orders for it without asking Redis (default 1s). Stock
@@ -77,10 +77,7 @@ type Service struct {
 	// gates holds, per voucher, the orders waiting for a batch of the
 	// gate (gatebatch.go).
 	gates sync.Map // meta key (string) → *gateQueue
-	// pointers holds, per slot, the accepted orders whose pointers wait
-	// for a batch (pointer.go).
-	pointers sync.Map // slot (int) → *pointerQueue
-	life     *lifecycle.Service
+	life  *lifecycle.Service
 }
 
 // NewService returns a Service on the Redis client and the store.
@@ -90,7 +87,6 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 	}
 	cfg.Prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
 	cfg.Group = cmp.Or(cfg.Group, DefaultGroup)
-	cfg.VoucherIDs = cmp.Or(cfg.VoucherIDs, cfg.OrderIDs)
 	cfg.VerdictTTL = cmp.Or(cfg.VerdictTTL, time.Second)
 	cfg.PointerTTL = cmp.Or(cfg.PointerTTL, 24*time.Hour)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())

@@ -33,7 +33,7 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 	if v.ShardCount() > 1 && s.cfg.Durability.Mode == DurabilityReplica {
 		return flashsale.Errorf(flashsale.EInvalid, "shards > 1 is not supported with durability replica (each shard would need its own WAIT)")
 	}
-	id, err := s.cfg.VoucherIDs.NextID(ctx)
+	id, err := s.cfg.OrderIDs.NextID(ctx)
 	if err != nil {
 		return unavailable("voucher id", err)
 	}
