@@ -44,13 +44,16 @@
 --   {7, order id, entry id}     an order was placed with this key already
 --   {8, limit}                  the quantity is above the limit
 --
--- The first write is the HINCRBY of the stock: under maxmemory Redis
--- refuses a script only at its first write, so a refused batch takes
--- nothing (see DESIGN.md, "A full Redis"); a batch that got past it is
--- written whole, even past maxmemory (at most gateMaxBatch orders,
--- replicaMaxBatch in durability replica). (Reading every buyer with one
--- HMGET and writing them with one HSET was measured no cheaper than this
--- loop.)
+-- Under maxmemory Redis refuses a script only at its first write (or
+-- HSETNX, even one that writes nothing), so a refused batch takes nothing
+-- (see DESIGN.md, "A full Redis"); a batch that got past it is written
+-- whole, even past maxmemory (at most gateMaxBatch orders,
+-- replicaMaxBatch in durability replica). Each redis.call costs about a
+-- µs of its own, so an accepted order makes two with a limit of 1
+-- (HSETNX of the buyer, XADD), and the stock, the orders count and the
+-- pointers are written once per batch (issue 34). (Reading every buyer
+-- with one HMGET and writing them with one HSET was measured no cheaper
+-- than this loop.)
 local n = (#ARGV - 2) / 5
 local function every(reply)
   local out = {}
@@ -90,6 +93,41 @@ end
 -- accepted orders' pointers: one HSET per bucket after the loop.
 local pointers = {}
 
+-- taken and opened are the units and orders the batch took: the meta
+-- hash's stock and orders are written once, after the loop.
+local taken, opened = 0, 0
+
+-- units and latest are what the buyer's record held, read by record.
+local units, latest
+
+-- record adds q units and the order to the buyer's record, unless that
+-- would pass the limit (then false: units and latest say why). With a
+-- limit of 1 a new buyer costs one HSETNX; the record of a buyer whose
+-- units came back ("0:<order>") is read and written as with a limit.
+local function record(user, order, q)
+  if limit == 1 and redis.call('HSETNX', KEYS[2], user, '1:' .. order) == 1 then
+    return true
+  end
+  units, latest = 0, nil
+  local prev = redis.call('HGET', KEYS[2], user)
+  if prev then
+    local c = string.find(prev, ':', 1, true)
+    if c then
+      units, latest = tonumber(string.sub(prev, 1, c - 1)), string.sub(prev, c + 1)
+    else
+      units, latest = 1, prev
+    end
+  end
+  if units + q > limit then
+    return false
+  end
+  redis.call('HSET', KEYS[2], user, (units + q) .. ':' .. order)
+  if limit > 1 then
+    opened = opened + 1
+  end
+  return true
+end
+
 -- decide returns the reply to one order, writing it if accepted.
 local function decide(user, order, q, key, bucket)
   if q > limit then
@@ -105,28 +143,13 @@ local function decide(user, order, q, key, bucket)
   if stock < q then
     return {4, window}
   end
-  local units, latest = 0, nil
-  local prev = redis.call('HGET', KEYS[2], user)
-  if prev then
-    local c = string.find(prev, ':', 1, true)
-    if c then
-      units, latest = tonumber(string.sub(prev, 1, c - 1)), string.sub(prev, c + 1)
-    else
-      units, latest = 1, prev
-    end
-  end
-  if units + q > limit then
+  if not record(user, order, q) then
     if limit == 1 then
       return {5, latest}
     end
     return {6, units}
   end
-  redis.call('HINCRBY', KEYS[1], 'stock', -q)
-  if limit > 1 then
-    redis.call('HINCRBY', KEYS[1], 'orders', 1)
-  end
-  redis.call('HSET', KEYS[2], user, (units + q) .. ':' .. order)
-  stock = stock - q
+  stock, taken = stock - q, taken + q
   local entry
   if q == 1 and payBy == 0 and key == '' then -- the common case, no table
     entry = redis.call('XADD', KEYS[3], '*', 'o', order, 'u', user)
@@ -159,6 +182,12 @@ local out = {}
 for i = 1, n do
   local a = 5 * i - 2
   out[i] = decide(ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], tonumber(ARGV[a + 4]))
+end
+if taken > 0 then
+  redis.call('HINCRBY', KEYS[1], 'stock', -taken)
+end
+if opened > 0 then
+  redis.call('HINCRBY', KEYS[1], 'orders', opened)
 end
 for bucket, p in pairs(pointers) do
   redis.call('HSET', KEYS[bucket], unpack(p))

@@ -28,8 +28,9 @@ const (
 
 // PlaceOrder takes an order through the Redis gate: pending, or ENotFound,
 // ENotStarted (with a RetryAfter), EEnded, ESoldOut, EDuplicateOrder,
-// ELimitReached or EInvalid (a quantity above the limit), or EUnavailable
-// when Redis does not answer. A request whose idempotency key placed an
+// ELimitReached or EInvalid (a quantity above the limit), EBusy (with a
+// RetryAfter) when Config.MaxPending orders are on their way already, or
+// EUnavailable when Redis does not answer. A request whose idempotency key placed an
 // order already gets that order. A voucher missing from Redis is reloaded
 // from MySQL, then the order is tried once more. Refusals for a voucher
 // that is sold out, ended or not started are remembered for a while
@@ -50,6 +51,11 @@ func (s *Service) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*
 			return nil, err
 		}
 	}
+	if s.pending.Add(1) > int64(s.cfg.MaxPending) {
+		s.pending.Add(-1)
+		return nil, busy()
+	}
+	defer s.pending.Add(-1)
 	if !kept {
 		if err := s.shardLocal(ctx, l, req.VoucherID); err != nil {
 			return nil, err
@@ -74,6 +80,15 @@ func (s *Service) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*
 		s.keep(req.VoucherID, l)
 	}
 	return o, err
+}
+
+// defaultMaxPending is Config.MaxPending's default: about 70 ms of orders
+// for a Redis core deciding 30k a second.
+const defaultMaxPending = 2048
+
+// busy answers an order over Config.MaxPending.
+func busy() error {
+	return &flashsale.Error{Code: flashsale.EBusy, Message: "too many orders on their way; try again", RetryAfter: time.Second}
 }
 
 // SlotIDGenerator is an IDGenerator whose IDs carry a Redis Cluster

@@ -43,6 +43,7 @@ type serveConfig struct {
 	payments    paymentFlags
 	expireEvery time.Duration
 	admission   admissionFlags // admission.go
+	maxPending  int            // async.Config.MaxPending
 }
 
 // strategyEntry is one value of --strategy: how serve builds it.
@@ -119,6 +120,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.consume, "consume", true, "with --strategy async, run the stream consumer in this process")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve /metrics and /debug/pprof on this address (default: /metrics on --addr, no pprof)")
 	fs.DurationVar(&c.expireEvery, "expire-every", 100*time.Millisecond, "how often to expire orders past their pay_by and put their units back on sale (every instance does; each order expires once)")
+	fs.IntVar(&c.maxPending, "max-pending", 0, "with --strategy async, the most orders on their way to Redis at once in this instance; past it an order is answered 503 busy with Retry-After (0: 2048)")
 	c.payments.register(fs)
 	c.admission.register(fs)
 	c.backends.register(fs)
