@@ -56,10 +56,7 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 // orders, which would all wait. A failure only logs: the first order
 // tries again.
 func (s *Service) prepareIDs(ctx context.Context, v *flashsale.Voucher) {
-	ids, ok := s.cfg.OrderIDs.(SlotIDGenerator)
-	if !ok {
-		return
-	}
+	ids := s.cfg.OrderIDs
 	var wg sync.WaitGroup
 	for _, vk := range s.keys.Shards(v.ID, v.ShardCount()) {
 		wg.Go(func() {
