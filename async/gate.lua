@@ -2,7 +2,7 @@
 -- order: the sale window by Redis's clock, the quantity, stock left (all
 -- or nothing), the buyer's limit; for each order it accepts it takes its
 -- units from the stock, adds them to the buyer's record and appends the
--- order to the voucher's stream.
+-- order to the voucher's stream and its pointer to the order's bucket.
 --
 -- KEYS[1] meta hash (stock, initial, begin, end; times in µs since 1970;
 --         given: units given back by reconciliation; returned: units of
@@ -14,9 +14,13 @@
 --         without ":" is the older form, one unit)
 -- KEYS[3] orders stream
 -- KEYS[4] keyed hash ("<user>:<idempotency key>" -> order id)
--- ARGV    for the i-th order, ARGV[4i-3..4i]: user id, order id
---         (generated before the call), quantity, idempotency key ("" for
---         none)
+-- KEYS[5..] the order pointers' buckets (layout.Pointer: order id ->
+--         "<voucher>:<user>:<entry id>"), in this slot: an order id
+--         carries the slot of the shard it was taken on
+-- ARGV[1] voucher id, ARGV[2] the buckets' TTL, ms; then for the i-th
+--         order, ARGV[5i-2..5i+2]: user id, order id (generated before the
+--         call), quantity, idempotency key ("" for none), the index in
+--         KEYS of its pointer's bucket
 --
 -- Returns one reply per order, in ARGV's order:
 --   {0, stock left, entry id, given, initial, loaded, returned, pay_by}
@@ -40,14 +44,17 @@
 --   {7, order id, entry id}     an order was placed with this key already
 --   {8, limit}                  the quantity is above the limit
 --
--- The first write is the HINCRBY of the stock: under maxmemory Redis
--- refuses a script only at its first write, so a refused batch takes
--- nothing (see DESIGN.md, "A full Redis"); a batch that got past it is
--- written whole, even past maxmemory (at most gateMaxBatch orders,
--- replicaMaxBatch in durability replica). (Reading every buyer with one
--- HMGET and writing them with one HSET was measured no cheaper than this
--- loop.)
-local n = #ARGV / 4
+-- Under maxmemory Redis refuses a script only at its first write (or
+-- HSETNX, even one that writes nothing), so a refused batch takes nothing
+-- (see DESIGN.md, "A full Redis"); a batch that got past it is written
+-- whole, even past maxmemory (at most gateMaxBatch orders,
+-- replicaMaxBatch in durability replica). Each redis.call costs about a
+-- µs of its own, so an accepted order makes two with a limit of 1
+-- (HSETNX of the buyer, XADD), and the stock, the orders count and the
+-- pointers are written once per batch (issue 34). (Reading every buyer
+-- with one HMGET and writing them with one HSET was measured no cheaper
+-- than this loop.)
+local n = (#ARGV - 2) / 5
 local function every(reply)
   local out = {}
   for i = 1, n do
@@ -82,8 +89,47 @@ if window > 0 then
   payBy = now + window
 end
 
+-- pointers holds, per bucket (KEYS index), the field-value pairs of the
+-- accepted orders' pointers: one HSET per bucket after the loop.
+local pointers = {}
+
+-- taken and opened are the units and orders the batch took: the meta
+-- hash's stock and orders are written once, after the loop.
+local taken, opened = 0, 0
+
+-- units and latest are what the buyer's record held, read by record.
+local units, latest
+
+-- record adds q units and the order to the buyer's record, unless that
+-- would pass the limit (then false: units and latest say why). With a
+-- limit of 1 a new buyer costs one HSETNX; the record of a buyer whose
+-- units came back ("0:<order>") is read and written as with a limit.
+local function record(user, order, q)
+  if limit == 1 and redis.call('HSETNX', KEYS[2], user, '1:' .. order) == 1 then
+    return true
+  end
+  units, latest = 0, nil
+  local prev = redis.call('HGET', KEYS[2], user)
+  if prev then
+    local c = string.find(prev, ':', 1, true)
+    if c then
+      units, latest = tonumber(string.sub(prev, 1, c - 1)), string.sub(prev, c + 1)
+    else
+      units, latest = 1, prev
+    end
+  end
+  if units + q > limit then
+    return false
+  end
+  redis.call('HSET', KEYS[2], user, (units + q) .. ':' .. order)
+  if limit > 1 then
+    opened = opened + 1
+  end
+  return true
+end
+
 -- decide returns the reply to one order, writing it if accepted.
-local function decide(user, order, q, key)
+local function decide(user, order, q, key, bucket)
   if q > limit then
     return {8, limit}
   end
@@ -97,39 +143,35 @@ local function decide(user, order, q, key)
   if stock < q then
     return {4, window}
   end
-  local units, latest = 0, nil
-  local prev = redis.call('HGET', KEYS[2], user)
-  if prev then
-    local c = string.find(prev, ':', 1, true)
-    if c then
-      units, latest = tonumber(string.sub(prev, 1, c - 1)), string.sub(prev, c + 1)
-    else
-      units, latest = 1, prev
-    end
-  end
-  if units + q > limit then
+  if not record(user, order, q) then
     if limit == 1 then
       return {5, latest}
     end
     return {6, units}
   end
-  redis.call('HINCRBY', KEYS[1], 'stock', -q)
-  if limit > 1 then
-    redis.call('HINCRBY', KEYS[1], 'orders', 1)
+  stock, taken = stock - q, taken + q
+  local entry
+  if q == 1 and payBy == 0 and key == '' then -- the common case, no table
+    entry = redis.call('XADD', KEYS[3], '*', 'o', order, 'u', user)
+  else
+    local fields = {'o', order, 'u', user}
+    if q ~= 1 then
+      fields[#fields + 1], fields[#fields + 2] = 'q', q
+    end
+    if payBy > 0 then
+      fields[#fields + 1], fields[#fields + 2] = 'p', string.format('%d', payBy)
+    end
+    if key ~= '' then
+      fields[#fields + 1], fields[#fields + 2] = 'k', key
+    end
+    entry = redis.call('XADD', KEYS[3], '*', unpack(fields))
   end
-  redis.call('HSET', KEYS[2], user, (units + q) .. ':' .. order)
-  stock = stock - q
-  local fields = {'o', order, 'u', user}
-  if q ~= 1 then
-    fields[#fields + 1], fields[#fields + 2] = 'q', q
+  local p = pointers[bucket]
+  if not p then
+    p = {}
+    pointers[bucket] = p
   end
-  if payBy > 0 then
-    fields[#fields + 1], fields[#fields + 2] = 'p', string.format('%d', payBy)
-  end
-  if key ~= '' then
-    fields[#fields + 1], fields[#fields + 2] = 'k', key
-  end
-  local entry = redis.call('XADD', KEYS[3], '*', unpack(fields))
+  p[#p + 1], p[#p + 2] = order, ARGV[1] .. ':' .. user .. ':' .. entry
   if key ~= '' then
     redis.call('HSET', KEYS[4], user .. ':' .. key, order .. ':' .. entry)
   end
@@ -138,6 +180,17 @@ end
 
 local out = {}
 for i = 1, n do
-  out[i] = decide(ARGV[4 * i - 3], ARGV[4 * i - 2], tonumber(ARGV[4 * i - 1]), ARGV[4 * i])
+  local a = 5 * i - 2
+  out[i] = decide(ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], tonumber(ARGV[a + 4]))
+end
+if taken > 0 then
+  redis.call('HINCRBY', KEYS[1], 'stock', -taken)
+end
+if opened > 0 then
+  redis.call('HINCRBY', KEYS[1], 'orders', opened)
+end
+for bucket, p in pairs(pointers) do
+  redis.call('HSET', KEYS[bucket], unpack(p))
+  redis.call('PEXPIRE', KEYS[bucket], ARGV[2])
 end
 return out

@@ -3,6 +3,8 @@ package async
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +41,7 @@ const (
 // so far is on the replicas.
 type gateCall struct {
 	ctx  context.Context // the caller's: a call whose ctx ended is not sent
-	args []string        // user, order
+	args []string        // user, order, quantity, idempotency key (orderArgs)
 	// level is the lowest level seen of the voucher (of the shard) the
 	// call is for (rewind.go), or nil.
 	level *atomic.Pointer[levelMark]
@@ -59,7 +61,8 @@ type gateCall struct {
 // behind.
 type gateQueue struct {
 	home     *sync.Map // Service.gates
-	gateKeys []string  // meta, buyers, orders
+	gateKeys []string  // meta, buyers, orders, keyed
+	voucher  string    // the voucher's id, for the pointers
 	syncKey  string
 	workers  int // the most batches in flight
 	maxBatch int
@@ -95,7 +98,7 @@ func (s *Service) gate(voucherID int64, keys []string, c *gateCall) error {
 // newGateQueue returns an empty queue for the voucher's keys, sized for
 // the durability mode.
 func (s *Service) newGateQueue(voucherID int64, keys []string) *gateQueue {
-	q := &gateQueue{home: &s.gates, gateKeys: keys, workers: gateWorkers, maxBatch: gateMaxBatch}
+	q := &gateQueue{home: &s.gates, gateKeys: keys, voucher: strconv.FormatInt(voucherID, 10), workers: gateWorkers, maxBatch: gateMaxBatch}
 	if s.cfg.Durability.Mode == DurabilityReplica {
 		// No shards in durability replica: keys are the voucher's.
 		q.syncKey = newLocal(s.keys, voucherID).syncKey
@@ -171,20 +174,34 @@ func (q *gateQueue) next() []*gateCall {
 func (s *Service) gateBatch(q *gateQueue, batch []*gateCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), gateTimeout)
 	defer cancel()
-	answerGates(batch, gateScript.Exec(ctx, s.client, q.gateKeys, gateArgs(batch)))
+	keys, args := s.gateInput(q, batch)
+	answerGates(batch, gateScript.Exec(ctx, s.client, keys, args))
 	for _, c := range batch {
 		c.durable = true
 		close(c.done)
 	}
 }
 
-// gateArgs returns gate.lua's ARGV for the batch.
-func gateArgs(batch []*gateCall) []string {
-	args := make([]string, 0, 2*len(batch))
+// gateInput returns gate.lua's KEYS and ARGV for the batch: the queue's
+// keys and the buckets of the orders' pointers (usually one), the voucher
+// and the pointers' TTL, and each order's arguments with its bucket's
+// index in KEYS.
+func (s *Service) gateInput(q *gateQueue, batch []*gateCall) (keys, args []string) {
+	keys = append(make([]string, 0, len(q.gateKeys)+1), q.gateKeys...)
+	args = make([]string, 0, 2+5*len(batch))
+	args = append(args, q.voucher, strconv.FormatInt(max(s.cfg.PointerTTL.Milliseconds(), 1), 10)) // PX: a TTL under a second still expires
 	for _, c := range batch {
+		id, _ := strconv.ParseInt(c.args[1], 10, 64) // orderArgs formatted it
+		bucket, _ := s.keys.Pointer(id)
+		i := slices.Index(keys[len(q.gateKeys):], bucket)
+		if i < 0 {
+			i = len(keys) - len(q.gateKeys)
+			keys = append(keys, bucket)
+		}
 		args = append(args, c.args...)
+		args = append(args, strconv.Itoa(len(q.gateKeys)+i+1)) // Lua counts from 1
 	}
-	return args
+	return keys, args
 }
 
 // answerGates gives each call of the batch its reply from r, gate.lua's

@@ -3,6 +3,7 @@ package async_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,8 +25,8 @@ func TestGateBatchDecidesInOrder(t *testing.T) {
 	if err := e.Svc.Reload(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
-	keys := e.Keys.Voucher(v.ID).Gate()
-	args := []string{"1", "101", "1", "", "1", "102", "1", "", "2", "103", "1", "", "3", "104", "1", "", "1", "105", "1", ""}
+	keys := append(e.Keys.Voucher(v.ID).Gate(), e.Keys.Voucher(v.ID).Meta+":p") // a pointer bucket in the voucher's slot
+	args := []string{itoa(v.ID), "60000", "1", "101", "1", "", "5", "1", "102", "1", "", "5", "2", "103", "1", "", "5", "3", "104", "1", "", "5", "1", "105", "1", "", "5"}
 	res, err := async.GateScript.Exec(ctx, e.Client, keys, args).ToArray()
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +63,14 @@ func TestGateBatchDecidesInOrder(t *testing.T) {
 	}
 	if stock, _, buyers := e.Snapshot(v.ID); stock != 0 || buyers != 2 {
 		t.Errorf("stock %d, buyers %d; want 0 and 2", stock, buyers)
+	}
+	// The accepted orders' pointers, in one bucket with its TTL.
+	pointers, err := e.Do(e.Client.B().Hgetall().Key(keys[4]).Build()).AsStrMap()
+	if err != nil || len(pointers) != 2 || !strings.HasPrefix(pointers["101"], itoa(v.ID)+":1:") || !strings.HasPrefix(pointers["103"], itoa(v.ID)+":2:") {
+		t.Errorf("pointers %v, %v; want orders 101 and 103 pointing to users 1 and 2", pointers, err)
+	}
+	if ttl, err := e.Do(e.Client.B().Pttl().Key(keys[4]).Build()).AsInt64(); err != nil || ttl <= 0 || ttl > 60000 {
+		t.Errorf("the bucket's PTTL %d, %v; want in (0, 60000]", ttl, err)
 	}
 }
 

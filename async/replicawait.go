@@ -112,7 +112,8 @@ func (s *Service) replicaRound(ctx context.Context, dc rueidis.DedicatedClient, 
 		}
 		cmds := make(rueidis.Commands, 0, 3)
 		if len(gates) > 0 {
-			cmds = append(cmds, gateCmd(dc, q.gateKeys, gateArgs(gates), sha))
+			keys, args := s.gateInput(q, gates)
+			cmds = append(cmds, gateCmd(dc, keys, args, sha))
 		}
 		cmds = append(cmds,
 			dc.B().Set().Key(q.syncKey).Value("1").ExSeconds(syncTTL).Build(),

@@ -30,15 +30,20 @@ type Config struct {
 	// consumer and the reconciler must use the same.
 	Prefix string
 	Group  string
-	// OrderIDs gives order ids; VoucherIDs gives voucher ids (default
-	// OrderIDs).
-	OrderIDs   flashsale.IDGenerator
-	VoucherIDs flashsale.IDGenerator
+	// OrderIDs gives order and voucher ids. An order's id carries the
+	// slot of the shard it is taken on (idgen.Slots), so gate.lua writes
+	// its pointer with the shard's keys (layout.Pointer).
+	OrderIDs SlotIDGenerator
 	// VerdictTTL is how long an instance remembers that a voucher is sold
 	// out, ended or not started (then never past the start Redis named)
 	// and refuses orders for it without asking Redis (default 1s). Stock
 	// given back by reconciliation is noticed after at most this.
 	VerdictTTL time.Duration
+	// MaxPending bounds the orders an instance has on their way through
+	// the gate at once (default 2048): past it PlaceOrder answers EBusy
+	// with a Retry-After at once, without queueing, so a saturated Redis
+	// makes answers no slower than this many orders take (issue 34).
+	MaxPending int
 	// PointerTTL is how long an accepted order can be found by id before
 	// the consumer persists it (default 24h).
 	PointerTTL time.Duration
@@ -77,10 +82,10 @@ type Service struct {
 	// gates holds, per voucher, the orders waiting for a batch of the
 	// gate (gatebatch.go).
 	gates sync.Map // meta key (string) → *gateQueue
-	// pointers holds, per slot, the accepted orders whose pointers wait
-	// for a batch (pointer.go).
-	pointers sync.Map // slot (int) → *pointerQueue
-	life     *lifecycle.Service
+	// pending counts the orders between the bound (Config.MaxPending) and
+	// their answer.
+	pending atomic.Int64
+	life    *lifecycle.Service
 }
 
 // NewService returns a Service on the Redis client and the store.
@@ -90,9 +95,9 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 	}
 	cfg.Prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
 	cfg.Group = cmp.Or(cfg.Group, DefaultGroup)
-	cfg.VoucherIDs = cmp.Or(cfg.VoucherIDs, cfg.OrderIDs)
 	cfg.VerdictTTL = cmp.Or(cfg.VerdictTTL, time.Second)
 	cfg.PointerTTL = cmp.Or(cfg.PointerTTL, 24*time.Hour)
+	cfg.MaxPending = cmp.Or(cfg.MaxPending, defaultMaxPending)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Durability = cfg.Durability.withDefaults()
 	if _, err := ParseDurability(string(cfg.Durability.Mode)); err != nil {

@@ -31,7 +31,7 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 	if v.ShardCount() > 1 && s.cfg.Durability.Mode == DurabilityReplica {
 		return flashsale.Errorf(flashsale.EInvalid, "shards > 1 is not supported with durability replica (each shard would need its own WAIT)")
 	}
-	id, err := s.cfg.VoucherIDs.NextID(ctx)
+	id, err := s.cfg.OrderIDs.NextID(ctx)
 	if err != nil {
 		return unavailable("voucher id", err)
 	}
@@ -54,10 +54,7 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 // orders, which would all wait. A failure only logs: the first order
 // tries again.
 func (s *Service) prepareIDs(ctx context.Context, v *flashsale.Voucher) {
-	ids, ok := s.cfg.OrderIDs.(SlotIDGenerator)
-	if !ok {
-		return
-	}
+	ids := s.cfg.OrderIDs
 	var wg sync.WaitGroup
 	for _, vk := range s.keys.Shards(v.ID, v.ShardCount()) {
 		wg.Go(func() {

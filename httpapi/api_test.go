@@ -115,7 +115,7 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 	}
 	t.Cleanup(func() { db.Close() })
 	api.db = db
-	ids := idgen.New(rc, "id", idgen.WithPrefix(api.prefix+"idgen:"), idgen.WithFloor(db.MaxOrderID), idgen.WithLogger(slog.New(slog.DiscardHandler)))
+	ids := idgen.NewSlots(rc, "id", idgen.WithPrefix(api.prefix+"idgen:"), idgen.WithFloor(db.MaxOrderID), idgen.WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(ids.Close)
 	api.locks = lock.New(rc, lock.WithPrefix(api.prefix+"lock:"))
 	t.Cleanup(func() { api.locks.Close() })
@@ -172,7 +172,7 @@ func newTestAPI(t testing.TB, o apiOptions) *testAPI {
 
 // services returns the strategy's services, and sets api.life; its
 // expirer, and async's consumer, run until the test ends.
-func (api *testAPI) services(o apiOptions, ids *idgen.Generator) (flashsale.VoucherService, flashsale.OrderService) {
+func (api *testAPI) services(o apiOptions, ids *idgen.Slots) (flashsale.VoucherService, flashsale.OrderService) {
 	t := api.t
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -24,7 +24,7 @@ func TestDrainAcceptsMoreOrdersThanRedisExpects(t *testing.T) {
 	}
 	defer db.Close()
 	rc, prefix := testenv.Redis(t)
-	ids := idgen.New(rc, "id", idgen.WithPrefix(prefix+"idgen:"))
+	ids := idgen.NewSlots(rc, "id", idgen.WithPrefix(prefix+"idgen:"))
 	defer ids.Close()
 	svc, err := async.NewService(rc, db, async.Config{Prefix: prefix, OrderIDs: ids})
 	if err != nil {

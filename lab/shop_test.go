@@ -66,7 +66,7 @@ func newShop(t *testing.T, name string, instances int) *shop {
 func newShopWith(t *testing.T, name string, instances int, queue bool) *shop {
 	t.Helper()
 	db, rc, prefix, authn := testBackends(t)
-	ids := idgen.New(rc, "id", idgen.WithPrefix(prefix+"idgen:"))
+	ids := idgen.NewSlots(rc, "id", idgen.WithPrefix(prefix+"idgen:"))
 	t.Cleanup(ids.Close)
 	locks := lock.New(rc, lock.WithPrefix(prefix+"lock:"))
 	t.Cleanup(func() { locks.Close() })

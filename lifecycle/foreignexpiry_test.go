@@ -25,7 +25,7 @@ func TestAnExpiryByASynchronousInstancePutsAnAsyncUnitBackOnSale(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, testenv.MySQLURL(t))
 	rc, prefix := testenv.Redis(t)
-	ids := idgen.New(rc, "id", idgen.WithPrefix(prefix+"idgen:"))
+	ids := idgen.NewSlots(rc, "id", idgen.WithPrefix(prefix+"idgen:"))
 	t.Cleanup(ids.Close)
 	svc, err := async.NewService(rc, db, async.Config{Prefix: prefix, OrderIDs: ids})
 	if err != nil {

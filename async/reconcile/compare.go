@@ -151,11 +151,11 @@ func (r *Reconciler) checkRegistered(ctx context.Context, vk layout.VoucherKeys,
 	if err != nil || ok {
 		return err
 	}
-	unacked, err := layout.Unacked(ctx, r.client, vk, r.group)
-	if err != nil || len(unacked) == 0 {
+	unacked, _, err := layout.StreamBacklog(ctx, r.client, vk, r.group)
+	if err != nil || unacked == 0 {
 		return err
 	}
-	d := rep.add(Diff{Kind: DiffUnregistered, Detail: fmt.Sprintf("%d orders wait in the stream; the voucher is not in the registry, so no consumer reads them", len(unacked))})
+	d := rep.add(Diff{Kind: DiffUnregistered, Detail: fmt.Sprintf("%d orders wait in the stream; the voucher is not in the registry, so no consumer reads them", unacked)})
 	if fix {
 		if err := r.client.Do(ctx, r.client.B().Sadd().Key(r.keys.Registry()).Member(id).Build()).Error(); err != nil {
 			return err

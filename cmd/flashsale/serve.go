@@ -48,6 +48,7 @@ type serveConfig struct {
 	admission   admissionFlags     // admission.go
 	provider    auth.ProviderFlags // provider.go
 	events      eventFlags         // events.go
+	maxPending  int                // async.Config.MaxPending
 }
 
 // The rate limits serve ships with: a buyer clicks a few times a
@@ -133,6 +134,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.pprof, "pprof", false, "serve /debug/pprof on --metrics-addr (never on --addr)")
 	fs.BoolVar(&c.openMetrics, "public-metrics", false, "serve /metrics on --addr too, to anyone (it shows the backlog, dead letters and drift the dashboard keeps for the admin)")
 	fs.DurationVar(&c.expireEvery, "expire-every", 100*time.Millisecond, "how often to expire orders past their pay_by and put their units back on sale (every instance does; each order expires once)")
+	fs.IntVar(&c.maxPending, "max-pending", 0, "with --strategy async, the most orders on their way to Redis at once in this instance; past it an order is answered 503 busy with Retry-After (0: 2048)")
 	c.payments.register(fs)
 	c.admission.register(fs)
 	c.backends.register(fs)

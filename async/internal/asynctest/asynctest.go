@@ -108,7 +108,10 @@ func NewOn(t testing.TB, client rueidis.Client, prefix, dsn, url string) *Env {
 
 // Config returns the gate's Config on the Env's prefix, IDs and logger.
 func (e *Env) Config() async.Config {
-	return async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log}
+	// MaxPending: the tests' crowds (thousands of goroutines at once) are
+	// not the overload the bound is for; TestGateAnswersBusyOverItsBound
+	// sets its own.
+	return async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log, MaxPending: 1 << 20}
 }
 
 // MySQLDatabase creates a fresh test database and returns it as a DSN and

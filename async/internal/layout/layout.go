@@ -30,10 +30,9 @@
 //	<prefix>{v<id>}:applied sharded: set of the transfers added to this shard
 //	<prefix>{v<id>}:shards  sharded: the number of shards, in shard 0's slot
 //	<prefix>{v<id>.<n>}:…   the same keys for shard k ≥ 1 of a sharded voucher (shard.go)
-//	<prefix>{<tag>}:p<bucket> order pointers: hash order id → "<voucher>:<user>:<entry id>" of the ids of
+//	<prefix>{<tag>}:p<bucket> order pointers (gate.lua): hash order id → "<voucher>:<user>:<entry id>" of the ids of
 //	                        16 seconds of one slot, in that slot (the tag is hashslot.Tag of the slot the
 //	                        id carries: its shard's), expires a day after its last write; Pointer
-//	<prefix>{p<bucket>}     the same for plain ids (idgen.New; an older version's)
 //	<prefix>vouchers        set: the registry, members "<id>" or "<id>.<n>", whose streams consumers read
 //	<prefix>retiring        sorted set: finished vouchers → when their keys may be deleted (ms)
 //	<prefix>epoch           random id written when Redis is found empty
@@ -170,15 +169,16 @@ const PointerBucketShift = 4
 // pointer's field in it. The bucket follows from the id alone, so a lookup
 // by order id, which does not know the voucher, touches one key: for an id
 // that carries a slot (idgen.Slot), "{<tag of the slot>}:p<bucket>", in
-// that slot, with the keys of the shard the order was taken on; for a
-// plain id (an older version's), "{p<bucket>}".
+// that slot, with the keys of the shard the order was taken on. A plain id
+// (idgen.New, versions before issue 34) has none: key is "".
 func (k Keyspace) Pointer(orderID int64) (key, field string) {
-	bucket := strconv.FormatInt(idgen.Second(orderID)>>PointerBucketShift, 10)
 	field = strconv.FormatInt(orderID, 10)
-	if slot, ok := idgen.Slot(orderID); ok {
-		return k.prefix + "{" + hashslot.Tag(slot) + "}:p" + bucket, field
+	slot, ok := idgen.Slot(orderID)
+	if !ok {
+		return "", field
 	}
-	return k.prefix + "{p" + bucket + "}", field
+	bucket := strconv.FormatInt(idgen.Second(orderID)>>PointerBucketShift, 10)
+	return k.prefix + "{" + hashslot.Tag(slot) + "}:p" + bucket, field
 }
 
 // Micros returns t as the meta hash stores times: µs since 1970.
