@@ -15,7 +15,7 @@ import (
 // denied, not invalid, and the dashboard's refusals per second name
 // them so.
 func TestPassRefusalsCountedApart(t *testing.T) {
-	url, _ := startServe(t, "--strategy", "conditional")
+	url, _ := startServe(t, "--strategy", "conditional", "--public-metrics")
 	var v struct{ ID string }
 	body := fmt.Sprintf(`{"title":"q","stock":5,"begin_time":%q,"end_time":%q,"admission":"queue","admit_per_second":10}`,
 		time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
