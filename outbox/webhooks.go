@@ -28,7 +28,7 @@ func (r *Relay) webhooks(ctx context.Context) {
 		wg.Wait()
 	}()
 	for ctx.Err() == nil {
-		hooks, err := r.DB.Webhooks(ctx)
+		hooks, err := r.DB.WebhookSinks(ctx) // every 2 s: no count of dead letters
 		if err != nil && ctx.Err() == nil {
 			r.Logger.Warn("outbox: listing webhooks", "err", err)
 		}

@@ -50,8 +50,21 @@ func splitTypes(s string) []flashsale.EventType {
 // Webhooks returns every webhook, by id, with its secret and its count of
 // dead letters.
 func (db *DB) Webhooks(ctx context.Context) ([]flashsale.Webhook, error) {
+	return db.webhooks(ctx, "(SELECT COUNT(*) FROM webhook_dead_letters d WHERE d.webhook_id = w.id)")
+}
+
+// WebhookSinks returns every webhook as Webhooks does, but with no count
+// of dead letters (DeadLetters 0): what the relay lists every 2 s on every
+// instance, whose cost must not grow with the dead letters.
+func (db *DB) WebhookSinks(ctx context.Context) ([]flashsale.Webhook, error) {
+	return db.webhooks(ctx, "0")
+}
+
+// webhooks reads the webhooks with dead, the SQL of their count of dead
+// letters.
+func (db *DB) webhooks(ctx context.Context, dead string) ([]flashsale.Webhook, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT w.id, w.url, w.events, w.secret, w.disabled, w.attempts, w.last_error, w.created_at,
-		(SELECT COUNT(*) FROM webhook_dead_letters d WHERE d.webhook_id = w.id) FROM webhooks w ORDER BY w.id`)
+		`+dead+` FROM webhooks w ORDER BY w.id`)
 	if err != nil {
 		return nil, wrap("webhooks", err)
 	}
