@@ -2,6 +2,9 @@ package async
 
 import (
 	"context"
+	"strconv"
+
+	"github.com/redis/rueidis"
 
 	"github.com/flashsale/flashsale/async/internal/layout"
 )
@@ -16,11 +19,35 @@ var (
 
 // The gate's answers, and the largest batch of one gate call.
 const (
-	GateAccepted  = gateAccepted
-	GateDuplicate = gateDuplicate
-	GateSoldOut   = gateSoldOut
-	GateMaxBatch  = gateMaxBatch
+	GateAccepted   = gateAccepted
+	GateDuplicate  = gateDuplicate
+	GateSoldOut    = gateSoldOut
+	GateNotStarted = gateNotStarted
+	GateMaxBatch   = gateMaxBatch
 )
+
+// GateDecision is one order's decision in a gate.lua reply: its code and
+// its value (stock left, a duplicate's order id), as a string.
+type GateDecision struct {
+	Code  int64
+	Value string
+}
+
+// ParseGateReplies reads gate.lua's reply to orders of units[i] units.
+func ParseGateReplies(res []rueidis.RedisMessage, units []int64) ([]GateDecision, error) {
+	replies, err := parseGateReplies(res, units)
+	out := make([]GateDecision, len(replies))
+	for i, r := range replies {
+		out[i].Code = r.code
+		switch r.code {
+		case gateAccepted:
+			out[i].Value = strconv.FormatInt(r.left, 10)
+		case gateDuplicate:
+			out[i].Value = r.order
+		}
+	}
+	return out, err
+}
 
 // Keys returns the Service's keyspace.
 func (s *Service) Keys() layout.Keyspace { return s.keys }

@@ -22,27 +22,31 @@
 --         call), quantity, idempotency key ("" for none), the index in
 --         KEYS of its pointer's bucket
 --
--- Returns one reply per order, in ARGV's order:
---   {0, stock left, entry id, given, initial, loaded, returned, pay_by}
---                               accepted (given, returned: units given
---                               back and put back so far, initial: the
---                               initial stock, loaded: when the keys were
---                               loaded, 0 if unknown; the level, stock -
---                               initial - given - returned, falls by the
---                               quantity per accepted order: see
---                               rewind.go; pay_by: µs, 0 without a window)
---   {1}                         the voucher is not loaded
---   {2, µs until the start}     not started
---   {3}                         ended
---   {4, window}                 sold out: fewer units left than asked
---                               (window: the payment window, µs)
---   {5, order id}               limit 1: the user has this order already
---                               (from an earlier call, or earlier in this
---                               batch)
---   {6, units}                  the user's live orders hold units, and
---                               this order would pass the limit
---   {7, order id, entry id}     an order was placed with this key already
---   {8, limit}                  the quantity is above the limit
+-- Returns one flat array (gatereply.go reads it):
+--   {1}                          the voucher is not loaded
+--   {2, µs until the start}      not started
+--   {3}                          ended
+-- or, when the sale is open, a head and one reply per order, in ARGV's
+-- order:
+--   {0, stock, given, initial, loaded, returned, pay_by, window, r1 .. rn}
+-- stock: the stock before the batch (an accepted order's stock left
+-- follows from the quantities accepted before it); given, returned: units
+-- given back and put back so far; initial: the initial stock; loaded:
+-- when the keys were loaded, 0 if unknown (the level, stock - initial -
+-- given - returned, falls by the quantity per accepted order: see
+-- rewind.go); pay_by: µs, 0 without a window; window: the payment
+-- window, µs. Each ri is:
+--   the entry id (a string)      accepted
+--   4                            sold out: fewer units left than asked
+--   {5, order id}                limit 1: the user has this order already
+--                                (from an earlier call, or earlier in
+--                                this batch)
+--   {6, units}                   the user's live orders hold units, and
+--                                this order would pass the limit
+--   {7, order id, entry id}      an order was placed with this key already
+--   {8, limit}                   the quantity is above the limit
+-- The constants come once per batch, and an accepted order is one value:
+-- turning a reply into RESP costs Redis about 0.2 µs per value (issue 34).
 --
 -- Under maxmemory Redis refuses a script only at its first write (or
 -- HSETNX, even one that writes nothing), so a refused batch takes nothing
@@ -55,28 +59,20 @@
 -- with one HMGET and writing them with one HSET was measured no cheaper
 -- than this loop.)
 local n = (#ARGV - 2) / 5
-local function every(reply)
-  local out = {}
-  for i = 1, n do
-    out[i] = reply
-  end
-  return out
-end
-
 local meta = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'given', 'initial', 'loaded', 'limit', 'window', 'returned')
 local stock = tonumber(meta[1])
 if not stock then
-  return every({1})
+  return {1}
 end
 local t = redis.call('TIME')
 -- Microseconds since 1970 stay below 2^53, exact in a Lua number.
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local begin = tonumber(meta[2])
 if now < begin then
-  return every({2, begin - now})
+  return {2, begin - now}
 end
 if now >= tonumber(meta[3]) then
-  return every({3})
+  return {3}
 end
 local given = tonumber(meta[4]) or 0
 local initial = tonumber(meta[5]) or 0
@@ -92,6 +88,7 @@ end
 -- pointers holds, per bucket (KEYS index), the field-value pairs of the
 -- accepted orders' pointers: one HSET per bucket after the loop.
 local pointers = {}
+local vprefix = ARGV[1] .. ':'
 
 -- taken and opened are the units and orders the batch took: the meta
 -- hash's stock and orders are written once, after the loop.
@@ -111,12 +108,9 @@ local function record(user, order, q)
   units, latest = 0, nil
   local prev = redis.call('HGET', KEYS[2], user)
   if prev then
-    local c = string.find(prev, ':', 1, true)
-    if c then
-      units, latest = tonumber(string.sub(prev, 1, c - 1)), string.sub(prev, c + 1)
-    else
-      units, latest = 1, prev
-    end
+    -- A value without ":" (written before issue 31) reads as one unit.
+    local u, o = string.match(prev, '^(%d+):(.*)$')
+    units, latest = tonumber(u) or 1, o or prev
   end
   if units + q > limit then
     return false
@@ -136,12 +130,12 @@ local function decide(user, order, q, key, bucket)
   if key ~= '' then
     local placed = redis.call('HGET', KEYS[4], user .. ':' .. key)
     if placed then
-      local c = string.find(placed, ':', 1, true)
-      return {7, string.sub(placed, 1, c - 1), string.sub(placed, c + 1)}
+      local o, e = string.match(placed, '^([^:]*):?(.*)$')
+      return {7, o, e}
     end
   end
   if stock < q then
-    return {4, window}
+    return 4
   end
   if not record(user, order, q) then
     if limit == 1 then
@@ -171,17 +165,17 @@ local function decide(user, order, q, key, bucket)
     p = {}
     pointers[bucket] = p
   end
-  p[#p + 1], p[#p + 2] = order, ARGV[1] .. ':' .. user .. ':' .. entry
+  p[#p + 1], p[#p + 2] = order, vprefix .. user .. ':' .. entry
   if key ~= '' then
     redis.call('HSET', KEYS[4], user .. ':' .. key, order .. ':' .. entry)
   end
-  return {0, stock, entry, given, initial, loaded, returned, payBy}
+  return entry
 end
 
-local out = {}
+local out = {0, stock, given, initial, loaded, returned, payBy, window}
 for i = 1, n do
   local a = 5 * i - 2
-  out[i] = decide(ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], tonumber(ARGV[a + 4]))
+  out[8 + i] = decide(ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], tonumber(ARGV[a + 4]))
 end
 if taken > 0 then
   redis.call('HINCRBY', KEYS[1], 'stock', -taken)

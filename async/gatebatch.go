@@ -2,14 +2,11 @@ package async
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // Group commit at the gate. The orders of one voucher (of one shard of a
@@ -48,7 +45,7 @@ type gateCall struct {
 
 	// Set by the worker, read by the caller once done is closed.
 	seen    *levelMark // level, read just before the call was sent
-	reply   []rueidis.RedisMessage
+	reply   *gateReply // nil until answered
 	err     error
 	durable bool // the replicas acknowledged the batch (always true but in durability replica)
 	done    chan struct{}
@@ -202,20 +199,4 @@ func (s *Service) gateInput(q *gateQueue, batch []*gateCall) (keys, args []strin
 		args = append(args, strconv.Itoa(len(q.gateKeys)+i+1)) // Lua counts from 1
 	}
 	return keys, args
-}
-
-// answerGates gives each call of the batch its reply from r, gate.lua's
-// answer to gateArgs(batch), or r's error.
-func answerGates(batch []*gateCall, r rueidis.RedisResult) {
-	res, err := r.ToArray()
-	if err == nil && len(res) != len(batch) {
-		err = fmt.Errorf("async: gate answered %d replies for %d orders", len(res), len(batch))
-	}
-	for i, c := range batch {
-		if err != nil {
-			c.err = err
-		} else {
-			c.reply, c.err = res[i].ToArray()
-		}
-	}
 }

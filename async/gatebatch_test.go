@@ -2,7 +2,7 @@ package async_test
 
 import (
 	"context"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,35 +31,19 @@ func TestGateBatchDecidesInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []struct {
-		code  int64
-		value string // stock left, the order id of a duplicate, the window of a sold out
-	}{
-		{async.GateAccepted, "1"},
-		{async.GateDuplicate, "101"}, // the same buyer earlier in the batch
-		{async.GateAccepted, "0"},
-		{async.GateSoldOut, "0"}, // the payment window, 0: none
-		{async.GateSoldOut, "0"}, // sold out is answered before duplicate, as alone
+	got, err := async.ParseGateReplies(res, []int64{1, 1, 1, 1, 1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(res) != len(want) {
-		t.Fatalf("%d replies for %d orders: %v", len(res), len(want), res)
+	want := []async.GateDecision{
+		{Code: async.GateAccepted, Value: "1"},    // stock left
+		{Code: async.GateDuplicate, Value: "101"}, // the same buyer earlier in the batch
+		{Code: async.GateAccepted, Value: "0"},
+		{Code: async.GateSoldOut},
+		{Code: async.GateSoldOut}, // sold out is answered before duplicate, as alone
 	}
-	for i, w := range want {
-		reply, err := res[i].ToArray()
-		if err != nil {
-			t.Fatal(err)
-		}
-		code, _ := reply[0].AsInt64()
-		value := ""
-		if len(reply) > 1 {
-			value, _ = reply[1].ToString()
-			if n, err := reply[1].AsInt64(); err == nil {
-				value = strconv.FormatInt(n, 10)
-			}
-		}
-		if code != w.code || value != w.value {
-			t.Errorf("order %d: got {%d %q}, want {%d %q}", i, code, value, w.code, w.value)
-		}
+	if !slices.Equal(got, want) {
+		t.Errorf("decisions %v, want %v", got, want)
 	}
 	if stock, _, buyers := e.Snapshot(v.ID); stock != 0 || buyers != 2 {
 		t.Errorf("stock %d, buyers %d; want 0 and 2", stock, buyers)
@@ -176,4 +160,45 @@ func TestGateDropsAbandonedOrders(t *testing.T) {
 		t.Errorf("stock %d + buyers %d != %d", stock, buyers, v.Stock)
 	}
 	t.Logf("buyers in Redis after the stall: %d (1 before it)", buyers)
+}
+
+// TestGateRepliesOfAnotherShapeAreErrors feeds the gate's reply reader
+// replies gate.lua never sends: each is an error for the whole batch,
+// never a decision read from the wrong place.
+func TestGateRepliesOfAnotherShapeAreErrors(t *testing.T) {
+	e := newEnv(t)
+	for _, lua := range []string{
+		"return {}",                                 // nothing
+		"return {0, 5, 0, 5, 0, 0, 0, 0}",           // a head without the order's reply
+		"return {0, 5, 0, 5, 0, 0, 0, 0, 'a', 'b'}", // two replies for one order
+		"return {0, 5, 0, 5, 0, 'x', 0, 0, 'e'}",    // a head that is not numbers
+		"return {0, 5, 0, 5, 0, 0, 0, 0, {9}}",      // an unknown refusal
+		"return {0, 5, 0, 5, 0, 0, 0, 0, {7, 1}}",   // a keyed refusal without its entry
+		"return {'x'}",                              // no code
+	} {
+		res, err := e.Do(e.Client.B().Eval().Script(lua).Numkeys(0).Build()).ToArray()
+		if err != nil {
+			t.Fatalf("%s: %v", lua, err)
+		}
+		if got, err := async.ParseGateReplies(res, []int64{1}); err == nil {
+			t.Errorf("%s: read as %v, want an error", lua, got)
+		}
+	}
+	// And the shapes it sends: a refusal of the whole batch, and each
+	// order's own.
+	res, err := e.Do(e.Client.B().Eval().Script("return {2, 1500}").Numkeys(0).Build()).ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := async.ParseGateReplies(res, []int64{1, 2}); err != nil || len(got) != 2 || got[1].Code != async.GateNotStarted {
+		t.Errorf("not started: %v, %v", got, err)
+	}
+	res, err = e.Do(e.Client.B().Eval().Script("return {0, 5, 0, 5, 0, 0, 0, 0, '1-1', {5, '77'}, 4, '1-2'}").Numkeys(0).Build()).ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []async.GateDecision{{Code: async.GateAccepted, Value: "3"}, {Code: async.GateDuplicate, Value: "77"}, {Code: async.GateSoldOut}, {Code: async.GateAccepted, Value: "2"}}
+	if got, err := async.ParseGateReplies(res, []int64{2, 1, 9, 1}); err != nil || !slices.Equal(got, want) {
+		t.Errorf("decisions %v, %v; want %v", got, err, want)
+	}
 }

@@ -13,19 +13,6 @@ import (
 	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
-// Gate results, as gate.lua returns them.
-const (
-	gateAccepted = iota
-	gateNotLoaded
-	gateNotStarted
-	gateEnded
-	gateSoldOut
-	gateDuplicate
-	gateLimitReached
-	gateKeyPlaced
-	gateBadQuantity
-)
-
 // PlaceOrder takes an order through the Redis gate: pending, or ENotFound,
 // ENotStarted (with a RetryAfter), EEnded, ESoldOut, EDuplicateOrder,
 // ELimitReached or EInvalid (a quantity above the limit), EBusy (with a
@@ -143,19 +130,14 @@ func (s *Service) askGate(ctx context.Context, l *local, req flashsale.OrderRequ
 // lowest level seen before the request). A sell-out is remembered only if
 // no return notice came since the call was sent (l's count of them was
 // notices then): the reply may predate the return.
-func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.RedisMessage, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark, notices int64) (*flashsale.Order, error) {
-	code, err := res[0].AsInt64()
-	if err != nil {
-		return nil, fmt.Errorf("async: gate answered %v: %w", res, err)
-	}
-	switch code {
+func (s *Service) decodeGateReply(ctx context.Context, l *local, r *gateReply, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark, notices int64) (*flashsale.Order, error) {
+	switch r.code {
 	case gateAccepted:
-		return s.accepted(l, res, req, orderID, shard, seen, notices), nil
+		return s.accepted(l, r, req, orderID, shard, seen, notices), nil
 	case gateNotLoaded:
 		return nil, fmt.Errorf("%w: voucher %d", ErrNotLoaded, req.VoucherID)
 	case gateNotStarted:
-		wait, _ := res[1].AsInt64()
-		start := time.Duration(wait) * time.Microsecond
+		start := time.Duration(r.n) * time.Microsecond
 		l.remember(flashsale.ENotStarted, min(start, s.cfg.VerdictTTL), start)
 		return nil, refusal(flashsale.ENotStarted, start)
 	case gateEnded:
@@ -167,51 +149,40 @@ func (s *Service) decodeGateReply(ctx context.Context, l *local, res []rueidis.R
 		}
 		return nil, refusal(flashsale.ESoldOut, 0)
 	case gateDuplicate:
-		prev, _ := res[1].ToString()
-		return nil, flashsale.Errorf(flashsale.EDuplicateOrder, "you already have order %s for this voucher", prev)
+		return nil, flashsale.Errorf(flashsale.EDuplicateOrder, "you already have order %s for this voucher", r.order)
 	case gateLimitReached:
-		units, _ := res[1].AsInt64()
-		return nil, flashsale.Errorf(flashsale.ELimitReached, "your orders of this voucher hold %d units; this order would pass the limit per buyer", units)
+		return nil, flashsale.Errorf(flashsale.ELimitReached, "your orders of this voucher hold %d units; this order would pass the limit per buyer", r.n)
 	case gateKeyPlaced:
-		return s.keyPlaced(ctx, res, req)
+		return s.keyPlaced(ctx, r, req)
 	case gateBadQuantity:
-		limit, _ := res[1].AsInt64()
-		return nil, flashsale.Errorf(flashsale.EInvalid, "quantity must be 1 to %d, the voucher's limit per buyer", limit)
+		return nil, flashsale.Errorf(flashsale.EInvalid, "quantity must be 1 to %d, the voucher's limit per buyer", r.n)
 	}
-	return nil, fmt.Errorf("async: gate answered unknown code %d", code)
+	return nil, fmt.Errorf("async: gate answered unknown code %d", r.code)
 }
 
 // accepted returns the order the gate accepted (and pointed to), after
 // checking the shard's level.
-func (s *Service) accepted(l *local, res []rueidis.RedisMessage, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark, notices int64) *flashsale.Order {
+func (s *Service) accepted(l *local, r *gateReply, req flashsale.OrderRequest, orderID int64, shard int, seen *levelMark, notices int64) *flashsale.Order {
 	l.accepted.Add(1)
-	left, _ := res[1].AsInt64()
-	entry, _ := res[2].ToString()
-	given, _ := res[3].AsInt64()
-	initial, _ := res[4].AsInt64()
-	loaded, _ := res[5].AsInt64()
-	returned, _ := res[6].AsInt64()
-	payBy, _ := res[7].AsInt64()
-	s.observeLevel(l, req.VoucherID, shard, seen, loaded, level(left, initial, given, returned))
-	if left == 0 && l.shards == nil { // a dry shard is refilled from the others
+	h := r.head
+	s.observeLevel(l, req.VoucherID, shard, seen, h.loaded, level(r.left, h.initial, h.given, h.returned))
+	if r.left == 0 && l.shards == nil { // a dry shard is refilled from the others
 		l.rememberSoldOut(s.cfg.VerdictTTL, notices)
 	}
 	o := &flashsale.Order{ID: orderID, VoucherID: req.VoucherID, UserID: req.UserID, Quantity: req.Units(), Status: flashsale.StatusPending,
-		IdempotencyKey: req.IdempotencyKey, CreatedAt: layout.EntryTime(entry)}
-	if payBy > 0 {
-		o.PayBy = time.UnixMicro(payBy).UTC()
+		IdempotencyKey: req.IdempotencyKey, CreatedAt: layout.EntryTime(r.entry)}
+	if h.payBy > 0 {
+		o.PayBy = time.UnixMicro(h.payBy).UTC()
 	}
 	return o
 }
 
 // keyPlaced answers a request whose idempotency key placed an order
 // already with that order, as it stands now.
-func (s *Service) keyPlaced(ctx context.Context, res []rueidis.RedisMessage, req flashsale.OrderRequest) (*flashsale.Order, error) {
-	order, _ := res[1].AsInt64()
-	entry, _ := res[2].ToString()
-	o, err := s.db.FindOrder(ctx, order)
+func (s *Service) keyPlaced(ctx context.Context, r *gateReply, req flashsale.OrderRequest) (*flashsale.Order, error) {
+	o, err := s.db.FindOrder(ctx, r.n)
 	if flashsale.ErrorCode(err) == flashsale.ENotFound {
-		o, err = s.pendingAt(ctx, order, pointer{req.VoucherID, req.UserID, entry})
+		o, err = s.pendingAt(ctx, r.n, pointer{req.VoucherID, req.UserID, r.entry})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("async: the order placed with key %q: %w", req.IdempotencyKey, err)

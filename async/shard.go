@@ -60,12 +60,11 @@ func (s *Service) askShards(ctx context.Context, l *local, req flashsale.OrderRe
 		c := &gateCall{ctx: ctx, args: args, level: &l.levels[home]}
 		notices := l.notices.Load()
 		err := s.gate(req.VoucherID, keys, c)
-		res := c.reply
 		if err != nil {
 			return nil, unavailable("gate", err)
 		}
-		if code, _ := res[0].AsInt64(); code != gateSoldOut {
-			return s.decodeGateReply(ctx, l, res, req, orderID, home, c.seen, notices)
+		if c.reply.code != gateSoldOut {
+			return s.decodeGateReply(ctx, l, c.reply, req, orderID, home, c.seen, notices)
 		}
 		if attempt == maxRefills {
 			e := flashsale.Errorf(flashsale.EBusy, "stock is moving between the voucher's shards; try again")
@@ -81,7 +80,7 @@ func (s *Service) askShards(ctx context.Context, l *local, req flashsale.OrderRe
 			continue
 		}
 		if dry++; dry == 2 {
-			return s.decodeGateReply(ctx, l, res, req, orderID, home, c.seen, notices)
+			return s.decodeGateReply(ctx, l, c.reply, req, orderID, home, c.seen, notices)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
+	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/store"
 )
@@ -47,7 +48,21 @@ type Sampler struct {
 	last    Sample
 	history map[int64][]Point
 	sold    map[int64]time.Time // when each voucher's stock last fell
+	audits  map[int64]audited   // each voucher's last audit
 }
+
+// audited is a voucher's last audit and when it is due again.
+type audited struct {
+	a    flashsale.Audit
+	next time.Time
+}
+
+// auditDuty bounds the share of time the sampler spends auditing a
+// voucher in MySQL: an audit scans the voucher's orders, so its cost
+// grows with them, and after one that took d the next waits at least
+// auditDuty×d (and one pass). The stock left is read every pass, from
+// the voucher's row.
+const auditDuty = 50
 
 // Sample is what one pass read.
 type Sample struct {
@@ -126,7 +141,7 @@ func NewSampler(cfg SamplerConfig) *Sampler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Sampler{cfg: cfg, history: map[int64][]Point{}, sold: map[int64]time.Time{}}
+	return &Sampler{cfg: cfg, history: map[int64][]Point{}, sold: map[int64]time.Time{}, audits: map[int64]audited{}}
 }
 
 // Run samples every Every until ctx is done.
@@ -182,6 +197,11 @@ func (s *Sampler) Refresh(ctx context.Context) error {
 		if !keep[id] {
 			delete(s.history, id)
 			delete(s.sold, id)
+		}
+	}
+	for id := range s.audits {
+		if !keep[id] {
+			delete(s.audits, id)
 		}
 	}
 	if s.cfg.Live != nil {
@@ -271,18 +291,18 @@ func (s *Sampler) voucher(ctx context.Context, v *VoucherSample, open bool) erro
 			v.Backlog = &n
 		}
 	}
+	row, err := s.cfg.DB.Voucher(ctx, v.ID) // read after Redis: see sample
+	if err != nil {
+		return nil // deleted: the caller skips it
+	}
 	if v.Title == "" {
-		row, err := s.cfg.DB.Voucher(ctx, v.ID)
-		if err != nil {
-			return nil // deleted: the caller skips it
-		}
 		v.Title, v.Stock, v.BeginTime, v.EndTime, v.PaymentWindowSeconds = row.Title, row.Stock, row.BeginTime, row.EndTime, row.PaymentWindowSeconds
 	}
-	a, err := s.cfg.DB.AuditVoucher(ctx, v.ID)
+	a, err := s.audit(ctx, v.ID)
 	if err != nil {
 		return err
 	}
-	v.RemainingMySQL, v.Orders, v.Units = a.Remaining, a.Orders, a.Units
+	v.RemainingMySQL, v.Orders, v.Units = row.Remaining, a.Orders, a.Units
 	v.Paid, v.AwaitingPayment, v.Cancelled, v.Expired = a.Paid, a.AwaitingPayment, a.Cancelled, a.Expired
 	v.Returned, v.ReturnsPending, v.PaidAfterClose = a.ReturnedUnits, a.ReturnsPending, a.PaidAfterClose
 	v.MySQLDrift = a.Remaining + a.Units - a.Stock
@@ -291,13 +311,35 @@ func (s *Sampler) voucher(ctx context.Context, v *VoucherSample, open bool) erro
 		stock, dead := st.Stock, st.DeadLetters
 		v.RemainingRedis, v.DeadLetters = &stock, &dead
 		v.Oversold = max(v.Oversold, st.Held-st.InitialStock)
-		drift := stock - a.Remaining
+		drift := stock - row.Remaining
 		if v.Backlog != nil {
 			drift += int(*v.Backlog)
 		}
 		v.RedisDrift = &drift
 	}
 	return nil
+}
+
+// audit returns the voucher's audit: the last one until it is due again
+// (auditDuty), so the figures that scan its orders (orders by status,
+// units, MySQL's drift) may be a few passes old, but are from one
+// snapshot.
+func (s *Sampler) audit(ctx context.Context, id int64) (flashsale.Audit, error) {
+	start := time.Now()
+	s.mu.Lock()
+	last, ok := s.audits[id]
+	s.mu.Unlock()
+	if ok && start.Before(last.next) {
+		return last.a, nil
+	}
+	a, err := s.cfg.DB.AuditVoucher(ctx, id)
+	if err != nil {
+		return a, err
+	}
+	s.mu.Lock()
+	s.audits[id] = audited{a: a, next: start.Add(auditDuty * time.Since(start))}
+	s.mu.Unlock()
+	return a, nil
 }
 
 // Watch registers the sampler's figures with m, as per-voucher gauges

@@ -75,3 +75,55 @@ func openDB(t *testing.T) *store.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// TestSamplerAuditsWithinItsDuty checks that the scan of a voucher's
+// orders is not repeated every pass when the last one is not due again
+// (it took long: auditDuty), while the stock left is read every pass.
+func TestSamplerAuditsWithinItsDuty(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	v := &flashsale.Voucher{ID: 501, Title: "v", Stock: 5, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour)}
+	if err := db.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	sell := func(id int64) {
+		if _, err := db.SellBatch(ctx, v.ID, []flashsale.Order{{ID: id, VoucherID: v.ID, UserID: id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := NewSampler(SamplerConfig{DB: db})
+	sample := func() VoucherSample {
+		t.Helper()
+		if err := s.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range s.Latest().Vouchers {
+			if got.ID == v.ID {
+				return got
+			}
+		}
+		t.Fatalf("voucher %d not sampled", v.ID)
+		return VoucherSample{}
+	}
+	sell(1001)
+	if got := sample(); got.Orders != 1 || got.RemainingMySQL != 4 {
+		t.Fatalf("after one sale: orders %d, remaining %d", got.Orders, got.RemainingMySQL)
+	}
+	s.mu.Lock()
+	a := s.audits[v.ID]
+	a.next = time.Now().Add(time.Hour) // as after an audit of 72 s
+	s.audits[v.ID] = a
+	s.mu.Unlock()
+	sell(1002)
+	if got := sample(); got.Orders != 1 || got.RemainingMySQL != 3 {
+		t.Fatalf("audit not due: orders %d (want the last audit's 1), remaining %d (want 3, read now)", got.Orders, got.RemainingMySQL)
+	}
+	s.mu.Lock()
+	a.next = time.Now()
+	s.audits[v.ID] = a
+	s.mu.Unlock()
+	if got := sample(); got.Orders != 2 || got.RemainingMySQL != 3 {
+		t.Fatalf("audit due: orders %d, remaining %d; want 2 and 3", got.Orders, got.RemainingMySQL)
+	}
+}
