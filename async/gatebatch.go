@@ -2,6 +2,7 @@ package async
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -33,12 +34,17 @@ const (
 	gateTimeout = 10 * time.Second
 )
 
+// errGateBusy is gate's answer to an order while the queue is too slow
+// (Config.MaxGateWait): PlaceOrder answers EBusy.
+var errGateBusy = errors.New("async: the gate's queue is over its wait")
+
 // gateCall is one order waiting for a batch, or, when args is nil (only
 // in durability replica), a request only to know that what Redis executed
 // so far is on the replicas.
 type gateCall struct {
-	ctx  context.Context // the caller's: a call whose ctx ended is not sent
-	args []string        // user, order, quantity, idempotency key (orderArgs)
+	ctx    context.Context // the caller's: a call whose ctx ended is not sent
+	queued time.Time       // when it joined the queue
+	args   []string        // user, order, quantity, idempotency key (orderArgs)
 	// level is the lowest level seen of the voucher (of the shard) the
 	// call is for (rewind.go), or nil.
 	level *atomic.Pointer[levelMark]
@@ -63,6 +69,9 @@ type gateQueue struct {
 	syncKey  string
 	workers  int // the most batches in flight
 	maxBatch int
+	maxWait  time.Duration // Config.MaxGateWait
+
+	took *atomic.Int64 // Service.gateTook
 
 	mu      sync.Mutex
 	calls   []*gateCall
@@ -81,7 +90,11 @@ func (s *Service) gate(voucherID int64, keys []string, c *gateCall) error {
 	if !ok {
 		q, _ = s.gates.LoadOrStore(keys[0], s.newGateQueue(voucherID, keys))
 	}
-	if q.(*gateQueue).add(c) {
+	start, err := q.(*gateQueue).add(c)
+	if err != nil {
+		return err
+	}
+	if start {
 		go s.gateWorker(q.(*gateQueue))
 	}
 	select {
@@ -95,7 +108,8 @@ func (s *Service) gate(voucherID int64, keys []string, c *gateCall) error {
 // newGateQueue returns an empty queue for the voucher's keys, sized for
 // the durability mode.
 func (s *Service) newGateQueue(voucherID int64, keys []string) *gateQueue {
-	q := &gateQueue{home: &s.gates, gateKeys: keys, voucher: strconv.FormatInt(voucherID, 10), workers: gateWorkers, maxBatch: gateMaxBatch}
+	q := &gateQueue{home: &s.gates, gateKeys: keys, voucher: strconv.FormatInt(voucherID, 10), workers: gateWorkers, maxBatch: gateMaxBatch,
+		maxWait: s.cfg.MaxGateWait, took: &s.gateTook}
 	if s.cfg.Durability.Mode == DurabilityReplica {
 		// No shards in durability replica: keys are the voucher's.
 		q.syncKey = newLocal(s.keys, voucherID).syncKey
@@ -104,16 +118,26 @@ func (s *Service) newGateQueue(voucherID int64, keys []string) *gateQueue {
 	return q
 }
 
-// add queues c and returns whether the caller must start a worker.
-func (q *gateQueue) add(c *gateCall) bool {
+// add queues c and returns whether the caller must start a worker, or
+// errGateBusy, queueing nothing, for an order that would wait too long:
+// one with full batches ahead of it whose time, with the batch in
+// flight's, at the time batches take now, passes maxWait. One full batch
+// may always wait, so a slow Redis still gets full batches; a burst on a
+// fast one is queued whole (issue 34: p99 ≤ 100 ms when Redis is the
+// bottleneck, and busy answers only then).
+func (q *gateQueue) add(c *gateCall) (bool, error) {
+	c.queued = time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if ahead := len(q.calls) / q.maxBatch; c.args != nil && ahead > 0 && time.Duration(ahead+1)*time.Duration(q.took.Load()) > q.maxWait {
+		return false, errGateBusy
+	}
 	q.calls = append(q.calls, c)
 	if q.running < q.workers {
 		q.running++
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 // gateWorker sends batches of the queue until it is empty (see next). A
@@ -125,11 +149,14 @@ func (s *Service) gateWorker(q *gateQueue) {
 		if batch == nil {
 			return
 		}
+		start := time.Now()
 		if s.cfg.Durability.Mode == DurabilityReplica {
 			s.replicaBatch(q, batch)
 		} else {
 			s.gateBatch(q, batch)
 		}
+		took := q.took.Load() // racing workers of other queues may lose a sample: no matter
+		q.took.Store(took + (int64(time.Since(start))-took)/4)
 	}
 }
 

@@ -149,7 +149,7 @@ func answerGates(batch []*gateCall, r rueidis.RedisResult) {
 		if err != nil {
 			c.err = err
 		} else {
-			c.reply = &replies[i]
+			c.reply, c.err = &replies[i], nil // nil: a NOSCRIPT sent again with EVAL (replicaRound)
 		}
 	}
 }

@@ -74,7 +74,12 @@ func (s *Service) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*
 // for a Redis core deciding 30k a second.
 const defaultMaxPending = 2048
 
-// busy answers an order over Config.MaxPending.
+// defaultMaxGateWait is Config.MaxGateWait's default: half the 100 ms an
+// answer may take under overload, the other half for the gate call
+// itself and the rest of the request.
+const defaultMaxGateWait = 50 * time.Millisecond
+
+// busy answers an order over Config.MaxPending or Config.MaxGateWait.
 func busy() error {
 	return &flashsale.Error{Code: flashsale.EBusy, Message: "too many orders on their way; try again", RetryAfter: time.Second}
 }
@@ -111,6 +116,9 @@ func (s *Service) askGate(ctx context.Context, l *local, req flashsale.OrderRequ
 	c := &gateCall{ctx: ctx, args: orderArgs(req, orderID), level: &l.levels[0]}
 	notices := l.notices.Load()
 	if err := s.gate(req.VoucherID, l.gateKeys, c); err != nil {
+		if err == errGateBusy {
+			return nil, busy()
+		}
 		// The gate may have run and accepted the order, its reply lost:
 		// then no pointer is written, and the order the buyer's retry is
 		// refused with is found by id only once it is persisted.

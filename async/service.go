@@ -44,6 +44,13 @@ type Config struct {
 	// with a Retry-After at once, without queueing, so a saturated Redis
 	// makes answers no slower than this many orders take (issue 34).
 	MaxPending int
+	// MaxGateWait bounds how long orders queue for a voucher's gate
+	// (default 50ms): an order that would wait longer, behind full
+	// batches, at the time gate calls take now, is answered EBusy with a
+	// Retry-After at once, without queueing. MaxPending bounds the count
+	// of orders in flight; this bounds their wait, whatever Redis's speed
+	// (issue 34: p99 ≤ 100 ms under overload).
+	MaxGateWait time.Duration
 	// PointerTTL is how long an accepted order can be found by id before
 	// the consumer persists it (default 24h).
 	PointerTTL time.Duration
@@ -82,6 +89,11 @@ type Service struct {
 	// gates holds, per voucher, the orders waiting for a batch of the
 	// gate (gatebatch.go).
 	gates sync.Map // meta key (string) → *gateQueue
+	// gateTook is how long a gate call takes, sent to answered: a moving
+	// average over all of the instance's gate calls, in ns (their Redis is
+	// usually one server, or masters alike). gateQueue.add estimates an
+	// order's wait from it.
+	gateTook atomic.Int64
 	// pending counts the orders between the bound (Config.MaxPending) and
 	// their answer.
 	pending atomic.Int64
@@ -98,6 +110,7 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 	cfg.VerdictTTL = cmp.Or(cfg.VerdictTTL, time.Second)
 	cfg.PointerTTL = cmp.Or(cfg.PointerTTL, 24*time.Hour)
 	cfg.MaxPending = cmp.Or(cfg.MaxPending, defaultMaxPending)
+	cfg.MaxGateWait = cmp.Or(cfg.MaxGateWait, defaultMaxGateWait)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Durability = cfg.Durability.withDefaults()
 	if _, err := ParseDurability(string(cfg.Durability.Mode)); err != nil {

@@ -60,6 +60,9 @@ func (s *Service) askShards(ctx context.Context, l *local, req flashsale.OrderRe
 		c := &gateCall{ctx: ctx, args: args, level: &l.levels[home]}
 		notices := l.notices.Load()
 		err := s.gate(req.VoucherID, keys, c)
+		if err == errGateBusy {
+			return nil, busy()
+		}
 		if err != nil {
 			return nil, unavailable("gate", err)
 		}

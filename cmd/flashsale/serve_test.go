@@ -27,7 +27,7 @@ const (
 // startServe runs `flashsale serve` with args in this process until the
 // test ends and returns its URL and a function that stops it (as SIGTERM
 // does) and returns run's error.
-func startServe(t *testing.T, args ...string) (string, func() error) {
+func startServe(t testing.TB, args ...string) (string, func() error) {
 	t.Helper()
 	return runServe(t, io.Discard, io.Discard, append([]string{"--jwt-secret", serveSecret, "--admin-token", serveAdmin}, args...)...)
 }
@@ -36,7 +36,7 @@ func startServe(t *testing.T, args ...string) (string, func() error) {
 // stderr and what serve prints on stdout, its first line (with the URL)
 // too, to out. Without --db, the embedded SQLite file goes to a directory
 // of the test's own, and stop checks that serve removed it.
-func runServe(t *testing.T, stderr, out io.Writer, args ...string) (string, func() error) {
+func runServe(t testing.TB, stderr, out io.Writer, args ...string) (string, func() error) {
 	t.Helper()
 	var tmp string
 	if !slices.Contains(args, "--db") {
@@ -80,7 +80,7 @@ func runServe(t *testing.T, stderr, out io.Writer, args ...string) (string, func
 // privateTempDir points TMPDIR at a directory of the test's own, so what
 // a command makes there (an embedded SQLite file, a bench's logs) is gone
 // when the test ends, and returns it.
-func privateTempDir(t *testing.T) string {
+func privateTempDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", dir)
@@ -89,7 +89,7 @@ func privateTempDir(t *testing.T) string {
 
 // noScratchLeft fails the test if a command left an embedded backend's
 // directory (flashsale-*) in dir.
-func noScratchLeft(t *testing.T, dir string) {
+func noScratchLeft(t testing.TB, dir string) {
 	t.Helper()
 	left, err := filepath.Glob(filepath.Join(dir, "flashsale-*"))
 	if err != nil {
@@ -103,7 +103,7 @@ func noScratchLeft(t *testing.T, dir string) {
 }
 
 // userToken returns a token of user id for the servers these tests start.
-func userToken(t *testing.T, id int64) string {
+func userToken(t testing.TB, id int64) string {
 	t.Helper()
 	a, err := auth.New(serveSecret, serveAdmin)
 	if err != nil {
@@ -117,7 +117,7 @@ func userToken(t *testing.T, id int64) string {
 }
 
 // call sends a request and decodes the JSON answer into out.
-func call(t *testing.T, method, url, token, body string, out any) int {
+func call(t testing.TB, method, url, token, body string, out any) int {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {

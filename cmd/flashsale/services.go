@@ -92,7 +92,7 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 	if err := cfg.durability.check(b.redis, log); err != nil {
 		return nil, err
 	}
-	acfg := async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log, Durability: cfg.durability.config(), MaxPending: cfg.maxPending}
+	acfg := async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log, Durability: cfg.durability.config(), MaxPending: cfg.maxPending, MaxGateWait: cfg.maxGateWait}
 	restock, err := withFaults(async.Returns(b.redis, acfg))
 	if err != nil {
 		return nil, err
