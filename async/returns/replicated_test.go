@@ -19,16 +19,11 @@ import (
 // also when run again after its units went back on the primary, and once
 // the replica runs again the return is done and the replica has it.
 func TestRestockReplicatedWaitsForTheReplica(t *testing.T) {
-	primary := testenv.StartRedis(t)
-	rep := testenv.StartRedis(t, testenv.WithConfig("replicaof", strings.Replace(primary.Addr(), ":", " ", 1)))
+	primary, rep := testenv.StartReplicated(t)
 	dsn, url := asynctest.MySQLDatabase(t)
 	e := asynctest.NewOn(t, primary.Client(t), testenv.Unique()+":", dsn, url)
 	rc := rep.Client(t)
 	ctx := context.Background()
-	e.WaitFor("the replica to connect", 30*time.Second, func() (bool, error) {
-		text, err := rc.Do(ctx, rc.B().Info().Section("replication").Build()).ToString()
-		return strings.Contains(text, "master_link_status:up"), err
-	})
 	v := &flashsale.Voucher{Title: "t", Stock: 5, PaymentWindowSeconds: 600,
 		BeginTime: time.Now().Add(-time.Minute), EndTime: time.Now().Add(time.Hour)}
 	if err := e.Svc.CreateVoucher(ctx, v); err != nil {

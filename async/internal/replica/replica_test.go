@@ -15,21 +15,9 @@ import (
 // answers how many acknowledged, even when its own commands wrote nothing
 // and the write to cover was made on another connection (the SET).
 func TestWait(t *testing.T) {
-	primary := testenv.StartRedis(t)
-	rep := testenv.StartRedis(t, testenv.WithConfig("replicaof", strings.Replace(primary.Addr(), ":", " ", 1)))
+	primary, rep := testenv.StartReplicated(t)
 	client, rc := primary.Client(t), rep.Client(t)
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		text, err := rc.Do(ctx, rc.B().Info().Section("replication").Build()).ToString()
-		if err == nil && strings.Contains(text, "master_link_status:up") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica did not connect: %v %q", err, text)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	w := replica.Wait{Key: "{v1}:sync", Replicas: 1, Timeout: 100 * time.Millisecond}
 
 	res, err := w.Do(ctx, client, client.B().Incr().Key("{v1}:n").Build(), client.B().Get().Key("{v1}:none").Build())
