@@ -20,6 +20,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/luascript"
+	"github.com/flashsale/flashsale/internal/vouchercache"
 )
 
 var (
@@ -76,12 +77,11 @@ type Queue struct {
 	keys   keys
 	macKey []byte
 
-	mu         sync.Mutex
-	vouchers   map[int64]voucherConfig
-	registered sync.Map  // voucher id → when this process last added it to the rooms
-	lanes      sync.Map  // the batches of joins and polls in flight (batch.go)
-	macs       sync.Pool // HMACs keyed with macKey (token.go)
-	final      soldOut   // tickets that read sold_out (queue.go)
+	rows       *vouchercache.Cache // vouchers' rows (config.go)
+	registered sync.Map            // voucher id → when this process last added it to the rooms
+	lanes      sync.Map            // the batches of joins and polls in flight (batch.go)
+	macs       sync.Pool           // HMACs keyed with macKey (token.go)
+	final      soldOut             // tickets that read sold_out (queue.go)
 	deny       denyCache
 }
 
@@ -112,7 +112,9 @@ func New(client rueidis.Client, cfg Config) (*Queue, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Queue{client: client, cfg: cfg, keys: keys{prefix: cfg.Prefix}, macKey: deriveKey(cfg.Secret), vouchers: map[int64]voucherConfig{}}, nil
+	q := &Queue{client: client, cfg: cfg, keys: keys{prefix: cfg.Prefix}, macKey: deriveKey(cfg.Secret)}
+	q.rows = vouchercache.New(q.loadVoucher, maxCached)
+	return q, nil
 }
 
 // keys names the Redis keys; every key of one voucher's room is under the

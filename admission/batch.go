@@ -17,14 +17,13 @@ import (
 // (poll.lua) answering them in arrival order. A lone call goes out at
 // once; under load a batch is whatever queued during one round trip. Redis
 // runs a script's preamble (clock, meta) once per batch, and the client
-// writes, and Redis reads and answers, one command.
+// writes, and Redis reads and answers, one command. One script call of a
+// lane is in flight at a time: that gives the largest batches, and two
+// answered no faster in BenchmarkQueue (as the gate found in
+// BenchmarkHotVoucher).
 
 // Batching limits.
 const (
-	// laneWorkers is how many script calls of one lane are in flight at
-	// once. One gives the largest batches; two answered no faster in
-	// BenchmarkQueue (as the gate found in BenchmarkHotVoucher).
-	laneWorkers  = 1
 	maxBatch     = 128 // calls in one script call
 	batchTimeout = 10 * time.Second
 )
@@ -52,7 +51,7 @@ type lane struct {
 
 	mu      sync.Mutex
 	calls   []*call
-	running int // workers
+	running bool // its worker
 }
 
 // batched runs c in the next batch of script on keys, whose ARGV is head
@@ -80,10 +79,10 @@ func (l *lane) add(c *call) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls = append(l.calls, c)
-	if l.running == laneWorkers {
+	if l.running {
 		return false
 	}
-	l.running++
+	l.running = true
 	return true
 }
 
@@ -106,10 +105,8 @@ func (l *lane) next() []*call {
 	}
 	l.calls = append([]*call(nil), l.calls[i:]...)
 	if len(batch) == 0 {
-		l.running--
-		if l.running == 0 {
-			l.home.CompareAndDelete(l.id, l)
-		}
+		l.running = false
+		l.home.CompareAndDelete(l.id, l)
 	}
 	return batch
 }

@@ -10,41 +10,42 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// maxCached bounds the vouchers whose configuration a process keeps.
+// maxCached bounds the vouchers whose rows a process keeps: admission is
+// asked for any id a client sends.
 const maxCached = 10_000
 
-// voucher returns the voucher's admission configuration: from this
-// process's memory after the first read, else from MySQL, else — while
-// MySQL does not answer — from the copy the first read left in Redis, so
-// a process (re)started during a MySQL outage still sells a loaded
-// voucher, as the async gate does.
+// voucher returns the voucher's admission configuration, from its row
+// (Queue.rows, read by loadVoucher).
 func (q *Queue) voucher(ctx context.Context, id int64) (voucherConfig, error) {
-	q.mu.Lock()
-	c, ok := q.vouchers[id]
-	q.mu.Unlock()
-	if ok {
-		return c, nil
+	v, err := q.rows.Voucher(ctx, id)
+	if err != nil {
+		return voucherConfig{}, err
 	}
+	return voucherConfig{queued: v.Queued(), rate: v.AdmitPerSecond, begin: v.BeginTime, end: v.EndTime}, nil
+}
+
+// loadVoucher reads the voucher's row from MySQL, else — while MySQL does
+// not answer — the copy of its admission fields the first read left in
+// Redis (a row with only those), so a process (re)started during a MySQL
+// outage still sells a loaded voucher, as the async gate does.
+func (q *Queue) loadVoucher(ctx context.Context, id int64) (*flashsale.Voucher, error) {
 	v, err := q.cfg.Vouchers.Voucher(ctx, id)
 	switch {
 	case err == nil:
-		c = voucherConfig{queued: v.Queued(), rate: v.AdmitPerSecond, begin: v.BeginTime, end: v.EndTime}
-		q.keepConfig(ctx, id, c)
+		q.keepConfig(ctx, id, voucherConfig{queued: v.Queued(), rate: v.AdmitPerSecond, begin: v.BeginTime, end: v.EndTime})
+		return v, nil
 	case flashsale.ErrorCode(err) == flashsale.ENotFound:
-		return voucherConfig{}, err
-	default:
-		var rerr error
-		if c, rerr = q.readConfig(ctx, id); rerr != nil {
-			return voucherConfig{}, err // MySQL's error: Redis had no copy either
-		}
+		return nil, err
 	}
-	q.mu.Lock()
-	if len(q.vouchers) >= maxCached {
-		clear(q.vouchers)
+	c, rerr := q.readConfig(ctx, id)
+	if rerr != nil {
+		return nil, err // MySQL's error: Redis had no copy either
 	}
-	q.vouchers[id] = c
-	q.mu.Unlock()
-	return c, nil
+	v = &flashsale.Voucher{ID: id, Admission: flashsale.AdmissionOpen, AdmitPerSecond: c.rate, BeginTime: c.begin, EndTime: c.end}
+	if c.queued {
+		v.Admission = flashsale.AdmissionQueue
+	}
+	return v, nil
 }
 
 // keepConfig writes c to Redis, once per voucher (NX), until two hours

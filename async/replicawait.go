@@ -7,37 +7,28 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale/async/internal/replica"
 )
 
-// Durability replica: WAIT numreplicas timeout blocks until the replicas
-// have acknowledged every write its connection made before it. It cannot
-// run inside a script, and on another connection it waits for nothing, so
-// the gate's script and the WAIT go on one connection (a dedicated one:
-// rueidis sends WAIT, a blocking command, on a pooled connection of its own
-// rather than the shared pipeline, and a WAIT there would stall everyone
-// behind it). One WAIT covers every earlier write of its connection, so
-// the orders of one voucher are grouped: a batch is whatever arrived
-// while the previous batch waited (group commit, the queue of
-// gatebatch.go), sent as
+// Durability replica: the gate's script and a WAIT go on one dedicated
+// connection (async/internal/replica says why and how). One WAIT covers
+// every earlier write of its connection, so the orders of one voucher are
+// grouped: a batch is whatever arrived while the previous batch waited
+// (group commit, the queue of gatebatch.go), sent as
 //
 //	EVALSHA gate <the batch's orders> SET <tag>sync 1 EX … WAIT n timeout
 //
 // in one round trip, and up to replicaWorkers batches of a voucher are in
-// flight at once.
-//
-// The SET moves the connection's replication offset past everything Redis
-// had executed when the batch ran. An answer that reveals an earlier order
-// without writing — duplicate_order, or FindOrder finding a pending order
-// — may name an order written on another connection, by another instance,
-// that no replica has yet: the gate's script wrote nothing, so WAIT alone
-// would return at once. Redis replicates in the order it executes, so once
-// the replicas have the SET they have that order too.
+// flight at once. An answer that reveals an earlier order without writing
+// — duplicate_order, or FindOrder finding a pending order — may name an
+// order written on another connection, by another instance, that no
+// replica has yet: the SET makes the WAIT cover it too.
 
 // Batching limits.
 const (
-	replicaWorkers  = 4    // batches of one voucher in flight at once
-	replicaMaxBatch = 256  // orders in one batch
-	syncTTL         = 3600 // seconds; the key only needs to be written
+	replicaWorkers  = 4   // batches of one voucher in flight at once
+	replicaMaxBatch = 256 // orders in one batch
 	// replicaSlack is added to the replica timeout for the whole round
 	// trip of a batch.
 	replicaSlack = 5 * time.Second
@@ -102,6 +93,7 @@ func (s *Service) replicaBatch(q *gateQueue, batch []*gateCall) {
 // of their writes.
 func (s *Service) replicaRound(ctx context.Context, dc rueidis.DedicatedClient, q *gateQueue, calls []*gateCall) (again []*gateCall) {
 	d := s.cfg.Durability
+	w := replica.Wait{Key: q.syncKey, Replicas: d.MinReplicas, Timeout: d.ReplicaTimeout}
 	sha := true
 	for len(calls) > 0 {
 		gates := calls[:0:0]
@@ -110,25 +102,19 @@ func (s *Service) replicaRound(ctx context.Context, dc rueidis.DedicatedClient, 
 				gates = append(gates, c)
 			}
 		}
-		cmds := make(rueidis.Commands, 0, 3)
+		var cmds []rueidis.Completed
 		if len(gates) > 0 {
 			keys, args := s.gateInput(q, gates)
 			cmds = append(cmds, gateCmd(dc, keys, args, sha))
 		}
-		cmds = append(cmds,
-			dc.B().Set().Key(q.syncKey).Value("1").ExSeconds(syncTTL).Build(),
-			dc.B().Wait().Numreplicas(int64(d.MinReplicas)).Timeout(max(d.ReplicaTimeout.Milliseconds(), 1)).Build())
-		res := dc.DoMulti(ctx, cmds...)
-		setErr := res[len(res)-2].Error()
-		acked, err := res[len(res)-1].AsInt64()
-		durable := err == nil && setErr == nil && acked >= int64(d.MinReplicas)
+		res, werr := w.Round(ctx, dc, cmds...)
 		for _, c := range calls {
-			c.durable = durable
+			c.durable = werr == nil
 		}
 		if len(gates) > 0 {
 			answerGates(gates, res[0])
 		}
-		if redirected(setErr) || redirected(err) {
+		if redirected(werr) {
 			// This connection no longer reaches the slot's master: all of
 			// them again elsewhere (NOSCRIPT ones too, the gate of those
 			// redirected too: they have no reply).

@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async/internal/layout"
 	"github.com/flashsale/flashsale/async/returns"
+	"github.com/flashsale/flashsale/internal/vouchercache"
 	"github.com/flashsale/flashsale/lifecycle"
 )
 
@@ -82,10 +83,9 @@ type Service struct {
 	// locals holds, per voucher that exists, its gate keys and the
 	// instance's remembered verdict.
 	locals sync.Map // int64 → *local
-	// statics caches each voucher's row: nothing in it but the stock
-	// figures changes after creation, and those come from Redis.
-	statics sync.Map // int64 → flashsale.Voucher
-	loads   singleflight.Group
+	// rows caches each voucher's row; the stock figures come from Redis.
+	rows  *vouchercache.Cache
+	loads singleflight.Group
 	// gates holds, per voucher, the orders waiting for a batch of the
 	// gate (gatebatch.go).
 	gates sync.Map // meta key (string) → *gateQueue
@@ -119,7 +119,8 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 	if cfg.Lifecycle == nil {
 		cfg.Lifecycle = lifecycle.New(db, lifecycle.Config{Restocker: Returns(client, cfg), Logger: cfg.Logger})
 	}
-	return &Service{client: client, db: db, keys: layout.New(cfg.Prefix), cfg: cfg, log: cfg.Logger, life: cfg.Lifecycle}, nil
+	return &Service{client: client, db: db, keys: layout.New(cfg.Prefix), cfg: cfg, log: cfg.Logger, life: cfg.Lifecycle,
+		rows: vouchercache.New(db.Voucher, 0)}, nil
 }
 
 // Returns returns the Restocker that puts closed orders' units back into

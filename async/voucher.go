@@ -43,7 +43,7 @@ func (s *Service) CreateVoucher(ctx context.Context, v *flashsale.Voucher) error
 		s.undoCreate(ctx, v)
 		return unavailable(fmt.Sprintf("create voucher %d: load into Redis (the voucher was not created)", v.ID), err)
 	}
-	s.statics.Store(v.ID, *v)
+	s.rows.Put(v)
 	s.prepareIDs(ctx, v)
 	return nil
 }
@@ -144,14 +144,10 @@ func (s *Service) FindVouchers(ctx context.Context, before int64, limit int) ([]
 
 // static returns a copy of the voucher's row, read from MySQL once.
 func (s *Service) static(ctx context.Context, id int64) (flashsale.Voucher, error) {
-	if v, ok := s.statics.Load(id); ok {
-		return v.(flashsale.Voucher), nil
-	}
-	v, err := s.db.Voucher(ctx, id)
+	v, err := s.rows.Voucher(ctx, id)
 	if err != nil {
 		return flashsale.Voucher{}, err
 	}
-	s.statics.Store(id, *v)
 	return *v, nil
 }
 

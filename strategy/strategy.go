@@ -32,10 +32,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/vouchercache"
 	"github.com/flashsale/flashsale/lifecycle"
 	"github.com/flashsale/flashsale/lock"
 	"github.com/flashsale/flashsale/store"
@@ -104,7 +104,7 @@ func New(name string, cfg Config) (flashsale.OrderService, error) {
 	if cfg.Lifecycle == nil {
 		cfg.Lifecycle = lifecycle.New(cfg.DB, lifecycle.Config{Now: cfg.Now})
 	}
-	s, err := newStrategy(name, &base{cfg: cfg, Service: cfg.Lifecycle})
+	s, err := newStrategy(name, &base{cfg: cfg, Service: cfg.Lifecycle, rows: vouchercache.New(cfg.DB.Voucher, 0)})
 	if err != nil {
 		return nil, err
 	}
@@ -174,9 +174,9 @@ func (s keyed) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*fla
 type base struct {
 	*lifecycle.Service
 	cfg Config
-	// vouchers caches each voucher's row: nothing in it but the stock
-	// figures changes after creation, so one read serves every later order.
-	vouchers sync.Map // int64 → *flashsale.Voucher
+	// rows caches each voucher's row, so one read serves every later
+	// order; its stock figures are not read from it.
+	rows *vouchercache.Cache
 }
 
 // open checks that the voucher exists and is on sale now, and that the
@@ -185,15 +185,10 @@ func (b *base) open(ctx context.Context, req flashsale.OrderRequest) (*flashsale
 	if req.UserID <= 0 {
 		return nil, flashsale.Errorf(flashsale.EInvalid, "user id must be positive")
 	}
-	v, ok := b.vouchers.Load(req.VoucherID)
-	if !ok {
-		found, err := b.cfg.DB.Voucher(ctx, req.VoucherID)
-		if err != nil {
-			return nil, err
-		}
-		v, _ = b.vouchers.LoadOrStore(req.VoucherID, found)
+	voucher, err := b.rows.Voucher(ctx, req.VoucherID)
+	if err != nil {
+		return nil, err
 	}
-	voucher := v.(*flashsale.Voucher)
 	if err := flashsale.CheckQuantity(voucher, req); err != nil {
 		return nil, err
 	}

@@ -6,19 +6,15 @@
 --
 -- KEYS[1] orders stream, KEYS[2] dead-letter stream, KEYS[3] failed hash
 -- ARGV[1] consumer group, ARGV[2] entry id, ARGV[3] order id, ARGV[4] user
--- id, ARGV[5] reason, ARGV[6] deliveries, ARGV[7] kind (optional: the
--- machine-readable reason, see DeadKind), ARGV[8] quantity (optional)
+-- id, ARGV[5] reason, ARGV[6] deliveries, ARGV[7] kind (the
+-- machine-readable reason, see DeadKind), ARGV[8] quantity
 --
 -- Returns 1 when it dead-lettered the entry, 0 when it was not pending.
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return 0
 end
-local fields = {'o', ARGV[3], 'u', ARGV[4], 'reason', ARGV[5], 'entry', ARGV[2], 'deliveries', ARGV[6]}
-if ARGV[7] and ARGV[7] ~= '' then
-  table.insert(fields, 'kind')
-  table.insert(fields, ARGV[7])
-end
-if ARGV[8] and ARGV[8] ~= '1' and ARGV[8] ~= '' then
+local fields = {'o', ARGV[3], 'u', ARGV[4], 'reason', ARGV[5], 'entry', ARGV[2], 'deliveries', ARGV[6], 'kind', ARGV[7]}
+if ARGV[8] ~= '1' then
   table.insert(fields, 'q')
   table.insert(fields, ARGV[8])
 end

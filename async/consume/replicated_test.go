@@ -18,17 +18,15 @@ import (
 // replica that no longer acknowledges anything).
 func replicatedEnv(t testing.TB) (*env, int) {
 	t.Helper()
-	primary := testenv.StartRedis(t)
-	replica := testenv.StartRedis(t, testenv.WithConfig("replicaof", strings.Replace(primary.Addr(), ":", " ", 1)))
+	primary, replica := testenv.StartReplicated(t)
 	dsn, url := asynctest.MySQLDatabase(t)
 	e := &env{asynctest.NewOn(t, primary.Client(t), testenv.Unique()+":", dsn, url)}
 	rc := replica.Client(t)
-	var pid int
-	e.WaitFor("the replica to connect", 30*time.Second, func() (bool, error) {
-		text, err := rc.Do(context.Background(), rc.B().Info().Build()).ToString()
-		pid, _ = strconv.Atoi(infoField(text, "process_id"))
-		return strings.Contains(text, "master_link_status:up"), err
-	})
+	text, err := rc.Do(context.Background(), rc.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(infoField(text, "process_id"))
 	return e, pid
 }
 

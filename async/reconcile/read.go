@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async/internal/layout"
@@ -24,23 +23,17 @@ type buyer struct{ units, latest int64 }
 // deadLetter is an entry of a dead-letter stream.
 type deadLetter struct {
 	order, user int64
-	units       int64           // 1 in entries without a quantity
-	kind        layout.DeadKind // "" in entries written before dead letters had one
+	units       int64 // 1 in entries without a quantity
+	kind        layout.DeadKind
 	reason      string
 }
 
-// legacyStockShort starts the reason of a stock-short dead letter written
-// before dead letters had a kind: the store's error text then.
-const legacyStockShort = "store: stock short"
-
 // stockShort reports whether the order was dead-lettered because MySQL had
-// no stock left for it. An entry without a kind (written before kinds
-// existed) tells by its reason, which then quotes legacyStockShort.
+// no stock left for it. Only the kind tells: entries without one (before
+// issue 12) are not read, see "Drain before you upgrade" in
+// docs/operations.md.
 func (dl deadLetter) stockShort() bool {
-	if dl.kind != "" {
-		return dl.kind == layout.DeadStockShort
-	}
-	return strings.Contains(dl.reason, legacyStockShort)
+	return dl.kind == layout.DeadStockShort
 }
 
 // readShardsRedis reads what Redis holds of a voucher for reconciliation:

@@ -38,7 +38,7 @@ func TestReconcileReportsAndRepairsCraftedDifferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	// User 11's order is dead-lettered by a consumer.
-	buyDeadLettered(e, v.ID, 11, "crafted", "")
+	buyDeadLettered(e, v.ID, 11, "crafted", string(layout.DeadConflict))
 	// User 12's entry is lost from the stream before anyone read it.
 	lost := e.Buy(v.ID, 12)[0]
 	unread, err := e.Do(e.Client.B().Xrange().Key(vk.Orders).Start("-").End("+").Build()).AsXRange()
@@ -160,21 +160,20 @@ func TestReconcileRegistersAVoucherWithUnreadOrders(t *testing.T) {
 }
 
 // TestReconcileDecidesDeadLettersByKind: whether a dead-lettered unit is
-// given back is decided on the entry's kind; an entry written before dead
-// letters had a kind (only the text reason) is judged by its reason.
+// given back is decided on the entry's kind alone, never on its text
+// reason: a stock_short one is not, any other is.
 func TestReconcileDecidesDeadLettersByKind(t *testing.T) {
 	e := asynctest.New(t)
 	v := e.Voucher(10)
 	stockShortText := "store: stock short: voucher " + itoa(v.ID) + " has 0 left, the batch needs 1"
-	// user → dead.lua's reason and kind; an empty kind is the old format
-	// (the script is called without the kind argument).
+	// user → dead.lua's reason and kind
 	letters := []struct {
 		user         int64
 		reason, kind string
 		givenBack    bool
 	}{
-		{1, stockShortText, "", false},           // old format, stock short
-		{2, "conflict: another order", "", true}, // old format, anything else
+		{1, stockShortText, string(layout.DeadStockShort), false},
+		{2, "conflict: another order", string(layout.DeadKeyConflict), true},
 		{3, "reason text says nothing", string(layout.DeadStockShort), false},
 		{4, stockShortText, string(layout.DeadConflict), true}, // the kind wins over the text
 	}
@@ -182,8 +181,8 @@ func TestReconcileDecidesDeadLettersByKind(t *testing.T) {
 		buyDeadLettered(e, v.ID, l.user, l.reason, l.kind)
 	}
 	dead := e.DeadLetters(v.ID)
-	if len(dead) != 4 || dead[0].FieldValues[layout.FieldKind] != "" || dead[2].FieldValues[layout.FieldKind] != string(layout.DeadStockShort) {
-		t.Fatalf("dead letters = %v; want 4, the first without a kind, the third %s", dead, layout.DeadStockShort)
+	if len(dead) != 4 || dead[1].FieldValues[layout.FieldKind] != string(layout.DeadKeyConflict) || dead[2].FieldValues[layout.FieldKind] != string(layout.DeadStockShort) {
+		t.Fatalf("dead letters = %v; want 4, the second %s, the third %s", dead, layout.DeadKeyConflict, layout.DeadStockShort)
 	}
 	rep, err := e.Reconciler().Repair(context.Background(), v.ID)
 	if err != nil {

@@ -64,17 +64,14 @@ func (e *Env) Deliver(voucherID int64, name string, n int64) []rueidis.XRangeEnt
 }
 
 // DeadLetter moves a delivered entry of vk's stream to its dead letters
-// with the reason and kind, as a consumer would (dead.lua); an empty kind
-// writes the format of before dead letters had one.
+// with the reason and kind, as a consumer would (dead.lua).
 func (e *Env) DeadLetter(vk layout.VoucherKeys, entry rueidis.XRangeEntry, reason, kind string) {
 	e.T.Helper()
 	order, user := entry.FieldValues[layout.FieldOrder], entry.FieldValues[layout.FieldUser]
 	add := e.Client.B().Xadd().Key(vk.Dead).Id("*").FieldValue().
 		FieldValue(layout.FieldOrder, order).FieldValue(layout.FieldUser, user).
-		FieldValue(layout.FieldReason, reason).FieldValue("entry", entry.ID).FieldValue("deliveries", "1")
-	if kind != "" {
-		add = add.FieldValue(layout.FieldKind, kind)
-	}
+		FieldValue(layout.FieldReason, reason).FieldValue("entry", entry.ID).FieldValue("deliveries", "1").
+		FieldValue(layout.FieldKind, kind)
 	e.Do(e.Client.B().Xack().Key(vk.Orders).Group(layout.DefaultGroup).Id(entry.ID).Build())
 	e.Do(add.Build())
 	e.Do(e.Client.B().Hset().Key(vk.Failed).FieldValue().FieldValue(user, order).Build())
