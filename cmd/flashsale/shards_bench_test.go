@@ -16,15 +16,16 @@ import (
 )
 
 // BenchmarkServeShards sells one hot voucher of K shards through a real
-// `flashsale serve --strategy async` process (its consumer on MariaDB, its
-// background work running) on a private Redis Cluster without replicas,
-// and reports what Redis spent per order, all in, and how evenly the
-// masters shared it: b.N buyers, 64 at a time through HTTP, each a new
-// buyer with one order (stock 2·b.N, every order accepted), measured from
-// the voucher's creation until MySQL holds every order. The cases are
-// K = 1, 3 and 6 on 6 masters, K = 1 and 4 on 4 masters (a
-// cluster per count of masters, a serve process, key prefix and database
-// per case).
+// `flashsale serve --strategy async` process (default flags: its consumer
+// on MariaDB and its background work running) on a private Redis Cluster
+// without replicas, and reports what Redis spent per order, all in, and
+// how evenly the masters shared it: b.N buyers, each new with one order
+// (stock 2·b.N, every order accepted), 64 requests in flight through HTTP,
+// measured from the voucher's creation until MySQL holds every order. The
+// cases: K = 1, 3 and 6 on 6 masters; K = 1 and 4 on 4 masters, and K = 1
+// with 16 in flight (batches about as small as K = 4's); K = 1 and 3 on 3
+// masters. One cluster per count of masters; a serve process, key prefix
+// and database per case.
 //
 //   - "redis-µs/order": the CPU of every master (INFO cpu, user + system)
 //     over the sale, divided by the orders; the target for K > 1 is
@@ -33,40 +34,66 @@ import (
 //     100/K + 5 (for K = masters);
 //   - "%time-max": the same of the command time (INFO commandstats usec),
 //     which a server descheduled mid-command inflates on a machine with
-//     fewer cores than masters.
+//     fewer cores than masters;
+//   - "orders/script-call": the orders per EVALSHA or EVAL, almost all
+//     gate.lua's: the batches, on which the CPU per order depends;
+//   - "redis-ms/s-idle", "%cpu-idle-max": the same CPU over idleSpell
+//     after the sale, the instance running but idle (its background work
+//     and the masters' own cron), per second, and the busiest master's share.
 //
-// With -v it logs each master's costliest commands (µs and calls).
+// With -v it logs each master's costliest commands (ms and calls).
 //
-//	go test -run '^$' -bench ServeShards -benchtime 20000x -timeout 30m ./cmd/flashsale/
+//	cd cmd/flashsale && go test -c -o /tmp/fs.test . && \
+//	  /tmp/fs.test -test.run '^$' -test.bench ServeShards -test.benchtime 20000x -test.v
 func BenchmarkServeShards(b *testing.B) {
-	for _, tc := range []struct{ masters, shards []int }{{[]int{6}, []int{1, 3, 6}}, {[]int{4}, []int{1, 4}}} {
-		b.Run(fmt.Sprintf("masters=%d", tc.masters[0]), func(b *testing.B) {
-			c := testenv.StartCluster(b, testenv.WithoutReplicas(), testenv.WithMasters(tc.masters[0]))
-			for _, k := range tc.shards {
-				b.Run(fmt.Sprintf("shards=%d", k), func(b *testing.B) { sellThroughServe(b, c, k) })
+	for _, tc := range []struct {
+		masters int
+		cases   []shardCase
+	}{
+		{6, []shardCase{{1, 64}, {3, 64}, {6, 64}}},
+		{4, []shardCase{{1, 64}, {4, 64}, {1, 16}}},
+		{3, []shardCase{{1, 64}, {3, 64}}},
+	} {
+		b.Run(fmt.Sprintf("masters=%d", tc.masters), func(b *testing.B) {
+			c := testenv.StartCluster(b, testenv.WithoutReplicas(), testenv.WithMasters(tc.masters))
+			for _, sc := range tc.cases {
+				b.Run(fmt.Sprintf("shards=%d/inflight=%d", sc.shards, sc.inflight), func(b *testing.B) { sellThroughServe(b, c, sc) })
 			}
 		})
 	}
 }
 
-// sellThroughServe is one case of BenchmarkServeShards: a voucher of k
-// shards sold through a new serve process on c.
-func sellThroughServe(b *testing.B, c *testenv.Cluster, k int) {
+// shardCase is one case of BenchmarkServeShards: the voucher's shards and
+// the buyers in flight at once.
+type shardCase struct{ shards, inflight int }
+
+// sellThroughServe is one case of BenchmarkServeShards: a voucher sold
+// through a new serve process (default flags, its consumer on) on c, then
+// idleSpell with the sale over, whose Redis use is logged.
+func sellThroughServe(b *testing.B, c *testenv.Cluster, sc shardCase) {
 	r := newSaleRig(b, testenv.MySQLURL(b))
 	r.redisURL = c.URL()
 	r.redis, r.prefix = c.PrefixedClient(b)
-	srv := r.serve(true)
-	r.createShards(srv.URL, min(2*b.N+64, 100_000_000), k)
+	srv := r.serveWith("--strategy", "async")
+	r.createShards(srv.URL, min(2*b.N+64, 100_000_000), sc.shards)
 	masters := c.Masters()
 	before := redisUsage(b, masters)
 	b.ResetTimer()
-	r.buyNew(srv.URL, b.N, 64)
+	r.buyNew(srv.URL, b.N, sc.inflight)
 	r.waitPersisted(b.N)
 	b.StopTimer()
 	after := redisUsage(b, masters)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
-	reportUsage(b, before, after)
+	reportUsage(b, "sale", before, after, float64(b.N))
+	if b.N > 1 {
+		time.Sleep(idleSpell)
+		reportUsage(b, "idle", after, redisUsage(b, masters), 0)
+	}
 }
+
+// idleSpell is how long BenchmarkServeShards watches Redis after a sale,
+// the instance idle but for its background work.
+const idleSpell = 10 * time.Second
 
 // buyNew places one order for each of n new buyers (users 1..n) through
 // the server at url, concurrency at a time; any refusal fails the run.
@@ -151,11 +178,12 @@ func redisUsage(t testing.TB, masters []*testenv.RedisServer) []masterUsage {
 	return out
 }
 
-// reportUsage reports the Redis CPU per order, the busiest master's share
-// of the CPU and of the command time between two readings, and logs each
-// master's costliest commands.
-func reportUsage(b *testing.B, before, after []masterUsage) {
-	var cpu, cmdTime, cpuMax, timeMax float64
+// reportUsage reports, between two readings, the Redis CPU per order
+// (orders > 0) or per second of idleSpell (orders 0), the busiest master's
+// share of the CPU and of the command time and the orders per script call (EVALSHA and EVAL, mostly the gate),
+// and logs each master's costliest commands.
+func reportUsage(b *testing.B, phase string, before, after []masterUsage, orders float64) {
+	var cpu, cmdTime, cpuMax, timeMax, calls float64
 	cpus, times := make([]float64, len(after)), make([]float64, len(after))
 	var lines []string
 	for i := range after {
@@ -165,8 +193,11 @@ func reportUsage(b *testing.B, before, after []masterUsage) {
 			if cmd, ok := strings.CutPrefix(k, "usec:"); ok {
 				d := v - before[i][k]
 				times[i] += d
-				calls := after[i]["calls:"+cmd] - before[i]["calls:"+cmd]
-				top = append(top, fmt.Sprintf("%s %.1f ms/%.0f", cmd, d/1000, calls))
+				n := after[i]["calls:"+cmd] - before[i]["calls:"+cmd]
+				top = append(top, fmt.Sprintf("%s %.1f ms/%.0f", cmd, d/1000, n))
+				if cmd == "evalsha" || cmd == "eval" {
+					calls += n
+				}
 			}
 		}
 		slices.SortFunc(top, func(x, y string) int { return cmp.Compare(msIn(y), msIn(x)) })
@@ -178,11 +209,17 @@ func reportUsage(b *testing.B, before, after []masterUsage) {
 		cpuMax = max(cpuMax, 100*cpus[i]/max(cpu, 1))
 		timeMax = max(timeMax, 100*times[i]/max(cmdTime, 1))
 	}
-	b.ReportMetric(cpu/float64(b.N), "redis-µs/order")
-	b.ReportMetric(cpuMax, "%cpu-max")
-	b.ReportMetric(timeMax, "%time-max")
+	if orders == 0 {
+		b.ReportMetric(cpu/1000/idleSpell.Seconds(), "redis-ms/s-idle")
+		b.ReportMetric(cpuMax, "%cpu-idle-max")
+	} else {
+		b.ReportMetric(cpu/orders, "redis-µs/order")
+		b.ReportMetric(cpuMax, "%cpu-max")
+		b.ReportMetric(timeMax, "%time-max")
+		b.ReportMetric(orders/max(calls, 1), "orders/script-call")
+	}
 	if b.N > 1 { // the run that sizes b.N would crowd out the real one's lines
-		b.Logf("per master (command ms/calls):\n%s", strings.Join(lines, "\n"))
+		b.Logf("%s, per master (command ms/calls):\n%s", phase, strings.Join(lines, "\n"))
 	}
 }
 
