@@ -44,7 +44,7 @@ import (
 // With -v it logs each master's costliest commands (ms and calls).
 //
 //	cd cmd/flashsale && go test -c -o /tmp/fs.test . && \
-//	  /tmp/fs.test -test.run '^$' -test.bench ServeShards -test.benchtime 20000x -test.v
+//	  /tmp/fs.test -test.run '^$' -test.bench ServeShards -test.benchtime 20000x -test.timeout 30m -test.v
 func BenchmarkServeShards(b *testing.B) {
 	for _, tc := range []struct {
 		masters int
