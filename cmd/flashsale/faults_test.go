@@ -40,7 +40,7 @@ const (
 
 // saleRig is one fault test's servers and buyers.
 type saleRig struct {
-	t        *testing.T
+	t        testing.TB
 	bin      string
 	dbURL    string
 	redisURL string
@@ -55,7 +55,7 @@ type saleRig struct {
 	extra   []string     // more flags for serve
 }
 
-func newSaleRig(t *testing.T, dbURL string) *saleRig {
+func newSaleRig(t testing.TB, dbURL string) *saleRig {
 	t.Helper()
 	a, err := auth.New(faultSecret, faultAdmin)
 	if err != nil {

@@ -34,7 +34,7 @@ var built struct {
 // buildFlashsale returns the path of this command built (go build, once
 // per test binary): the test binary cannot stand in for it as a child
 // server. Tests must not change or remove the file.
-func buildFlashsale(t *testing.T) string {
+func buildFlashsale(t testing.TB) string {
 	t.Helper()
 	built.once.Do(func() {
 		dir, err := os.MkdirTemp("", "flashsale-test-bin-")

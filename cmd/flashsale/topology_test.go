@@ -153,7 +153,7 @@ func (r *saleRig) lostAccepted(db *store.DB, s *sale) int {
 
 // redisStock returns the sale's stock left in Redis, or -1 when Redis does
 // not answer.
-func (r *saleRig) redisStock(t *testing.T) int {
+func (r *saleRig) redisStock(t testing.TB) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	n, err := r.redis.Do(ctx, r.redis.B().Hget().Key(fmt.Sprintf("%s{v%d}:meta", r.prefix, r.voucher)).Field("stock").Build()).AsInt64()
