@@ -178,7 +178,8 @@ func (api *testAPI) services(o apiOptions, ids *idgen.Slots) (flashsale.VoucherS
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	if o.strategy == "async" {
-		acfg := async.Config{Prefix: api.prefix + "a:", OrderIDs: ids, Durability: o.durability}
+		// MaxGateWait: the tests' crowds are not the overload it is for.
+		acfg := async.Config{Prefix: api.prefix + "a:", OrderIDs: ids, Durability: o.durability, MaxGateWait: time.Hour}
 		api.life = lifecycle.New(api.db, lifecycle.Config{Restocker: async.Returns(api.redis, acfg), Now: api.clock.Now})
 		acfg.Lifecycle = api.life
 		svc, err := async.NewService(api.redis, api.db, acfg)

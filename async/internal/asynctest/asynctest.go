@@ -108,10 +108,11 @@ func NewOn(t testing.TB, client rueidis.Client, prefix, dsn, url string) *Env {
 
 // Config returns the gate's Config on the Env's prefix, IDs and logger.
 func (e *Env) Config() async.Config {
-	// MaxPending: the tests' crowds (thousands of goroutines at once) are
-	// not the overload the bound is for; TestGateAnswersBusyOverItsBound
-	// sets its own.
-	return async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log, MaxPending: 1 << 20}
+	// MaxPending, MaxGateWait: the tests' crowds (thousands of goroutines
+	// at once, under -race on shared cores) are not the overload the
+	// bounds are for; TestGateAnswersBusyOverItsBound and
+	// TestSlowGateAnswersBusyPastItsWait set their own.
+	return async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log, MaxPending: 1 << 20, MaxGateWait: time.Hour}
 }
 
 // MySQLDatabase creates a fresh test database and returns it as a DSN and
