@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,9 +25,10 @@ const MaxBuyerBatch = 256
 
 // BuyerNumbers is BuyerNumber for many subjects of one issuer at once
 // (auth.BuyerStore): their numbers in the order given, each durable
-// before it is returned. Two round trips for the lot, whatever their
-// count (at most MaxBuyerBatch): one upsert of every pair, then one read
-// of their numbers; a lost lock race is tried again, twice.
+// before it is returned, at most MaxBuyerBatch. One round trip for the
+// lot on SQLite and for one subject on MySQL; two for several on MySQL
+// (one upsert of every pair, one read of their numbers). A lost lock race
+// is tried again, twice.
 func (db *DB) BuyerNumbers(ctx context.Context, issuer string, subjects []string) ([]int64, error) {
 	if len(subjects) > MaxBuyerBatch {
 		return nil, fmt.Errorf("store: number %d buyers at once; at most %d", len(subjects), MaxBuyerBatch)
@@ -38,18 +40,15 @@ func (db *DB) BuyerNumbers(ctx context.Context, issuer string, subjects []string
 	sorted := slices.Clone(subjects)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
+	var ids map[string]int64
 	var err error
 	for range 3 {
-		if err = db.insertBuyers(ctx, issuer, sorted); err == nil || !isBusy(err) {
+		if ids, err = db.numberBuyers(ctx, issuer, sorted); err == nil || !isBusy(err) {
 			break
 		}
 	}
 	if err != nil {
 		return nil, wrap("number buyers", err)
-	}
-	ids, err := db.readBuyers(ctx, issuer, sorted)
-	if err != nil {
-		return nil, wrap("read buyers' numbers", err)
 	}
 	out := make([]int64, len(subjects))
 	for i, s := range subjects {
@@ -60,41 +59,49 @@ func (db *DB) BuyerNumbers(ctx context.Context, issuer string, subjects []string
 	return out, nil
 }
 
-// insertBuyers numbers the pairs not numbered yet, in one statement. The
-// no-op update, not an IGNORE, so that an error (a subject too long) is
-// not turned into a warning and a truncated subject.
-func (db *DB) insertBuyers(ctx context.Context, issuer string, subjects []string) error {
+// numberBuyers numbers the pairs not numbered yet and returns every
+// pair's number. The upserts' no-op updates, not an IGNORE, so that an
+// error (a subject too long) is not turned into a warning and a truncated
+// subject.
+func (db *DB) numberBuyers(ctx context.Context, issuer string, subjects []string) (map[string]int64, error) {
 	q := "INSERT INTO buyer_subjects (issuer, subject, created_at) VALUES (?, ?, ?)" +
 		strings.Repeat(", (?, ?, ?)", len(subjects)-1)
-	if db.dialect == MySQL {
-		q += " ON DUPLICATE KEY UPDATE id = id"
-	} else {
-		q += " ON CONFLICT (issuer, subject) DO NOTHING"
-	}
 	at := dbTime(now())
 	args := make([]any, 0, 3*len(subjects))
 	for _, s := range subjects {
 		args = append(args, issuer, s, at)
 	}
-	_, err := db.w.ExecContext(ctx, q, args...)
-	return err
-}
-
-// readBuyers reads the numbers of the issuer's subjects, from the writer:
-// a reader (SQLite's) may not see the rows just written.
-func (db *DB) readBuyers(ctx context.Context, issuer string, subjects []string) (map[string]int64, error) {
-	q := "SELECT subject, id FROM buyer_subjects WHERE issuer = ? AND subject IN (?" + strings.Repeat(", ?", len(subjects)-1) + ")"
-	args := make([]any, 0, 1+len(subjects))
-	args = append(args, issuer)
+	switch {
+	case db.dialect != MySQL:
+		return scanBuyers(db.w.QueryContext(ctx, q+" ON CONFLICT (issuer, subject) DO UPDATE SET issuer = excluded.issuer RETURNING subject, id", args...))
+	case len(subjects) == 1:
+		// LAST_INSERT_ID(id) makes the existing row's id the one the
+		// statement reports.
+		res, err := db.w.ExecContext(ctx, q+" ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)", args...)
+		if err != nil {
+			return nil, err
+		}
+		id, err := res.LastInsertId()
+		return map[string]int64{subjects[0]: id}, err
+	}
+	if _, err := db.w.ExecContext(ctx, q+" ON DUPLICATE KEY UPDATE id = id", args...); err != nil {
+		return nil, err
+	}
+	args = append(args[:0], issuer)
 	for _, s := range subjects {
 		args = append(args, s)
 	}
-	rows, err := db.w.QueryContext(ctx, q, args...)
+	return scanBuyers(db.w.QueryContext(ctx, "SELECT subject, id FROM buyer_subjects WHERE issuer = ? AND subject IN (?"+
+		strings.Repeat(", ?", len(subjects)-1)+")", args...))
+}
+
+// scanBuyers reads (subject, id) rows.
+func scanBuyers(rows *sql.Rows, err error) (map[string]int64, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	ids := make(map[string]int64, len(subjects))
+	ids := map[string]int64{}
 	for rows.Next() {
 		var s string
 		var id int64
