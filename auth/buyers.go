@@ -3,8 +3,6 @@ package auth
 import (
 	"context"
 	"fmt"
-
-	"golang.org/x/sync/singleflight"
 )
 
 // BuyerBase is the first buyer id of a provider's subject: the id of
@@ -19,23 +17,24 @@ const MaxSubjectLen = 255
 
 // BuyerStore numbers the (issuer, subject) pairs durably: *store.DB.
 type BuyerStore interface {
-	// BuyerNumber returns the pair's number, from 1, creating it on the
-	// first call; the same on every later call and from every process.
-	// Two pairs that differ in a byte have two numbers.
-	BuyerNumber(ctx context.Context, issuer, subject string) (int64, error)
+	// BuyerNumbers returns the numbers of an issuer's subjects (at most
+	// BuyerBatch), from 1, in the order given, creating those not numbered
+	// yet: the same on every later call and from every process, durable
+	// when it returns. Two pairs that differ in a byte have two numbers.
+	BuyerNumbers(ctx context.Context, issuer string, subjects []string) ([]int64, error)
 }
 
 // buyers maps a provider's subjects to buyer ids: from the subject cache
-// when it has the pair, else from the store (one round trip; concurrent
-// first requests of one buyer share it).
+// when it has the pair, else from the store, new subjects numbered in
+// batches (numbering).
 type buyers struct {
-	store BuyerStore
 	cache *subjectCache
-	sf    singleflight.Group
+	new   *numbering
 }
 
 func newBuyers(store BuyerStore) *buyers {
-	return &buyers{store: store, cache: newSubjectCache()}
+	cache := newSubjectCache()
+	return &buyers{cache: cache, new: newNumbering(store, cache)}
 }
 
 // id returns the buyer id of (issuer, subject).
@@ -44,18 +43,7 @@ func (b *buyers) id(ctx context.Context, issuer, subject string) (int64, error) 
 	if id, ok := b.cache.get(k); ok {
 		return id, nil
 	}
-	v, err, _ := b.sf.Do(issuer+"\x00"+subject, func() (any, error) {
-		n, err := b.store.BuyerNumber(context.WithoutCancel(ctx), issuer, subject)
-		if err != nil {
-			return int64(0), fmt.Errorf("%w: %w", errBuyer, err)
-		}
-		if n <= 0 || n >= BuyerBase {
-			return int64(0), fmt.Errorf("%w: the store numbered (%q, %q) %d", errBuyer, issuer, subject, n)
-		}
-		b.cache.put(k, BuyerBase+n)
-		return BuyerBase + n, nil
-	})
-	return v.(int64), err
+	return b.new.number(ctx, k)
 }
 
 // Buyer returns the buyer id of a provider's subject, as a token of that

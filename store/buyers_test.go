@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -47,4 +48,75 @@ func TestBuyerNumber(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBuyerNumbers: a batch numbers its new subjects and reads the known
+// ones, in the order asked, a repeated subject once; two processes'
+// overlapping batches, concurrent, agree on every number, and BuyerNumber
+// agrees with them; no two subjects share one.
+func TestBuyerNumbers(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			url := d.url(t)
+			dbs := []*DB{openDB(t, url)}
+			if d.name == MySQL { // a SQLite file belongs to one process
+				dbs = append(dbs, openDB(t, url))
+			}
+			const iss = "https://id.example.com"
+			known, err := dbs[0].BuyerNumber(t.Context(), iss, "known")
+			if err != nil {
+				t.Fatal(err)
+			}
+			const callers = 8
+			got := make([][]int64, callers)
+			subjects := make([][]string, callers)
+			var wg sync.WaitGroup
+			for c := range callers {
+				// Overlapping: caller c asks for s(c) .. s(c+40), and "known" twice.
+				for i := range 40 {
+					subjects[c] = append(subjects[c], "s"+strconv.Itoa(c+i))
+				}
+				subjects[c] = append(subjects[c], "known", "s"+strconv.Itoa(c), "known")
+				wg.Go(func() {
+					var err error
+					if got[c], err = dbs[c%len(dbs)].BuyerNumbers(t.Context(), iss, subjects[c]); err != nil {
+						t.Errorf("BuyerNumbers: %v", err)
+					}
+				})
+			}
+			wg.Wait()
+			checkBuyerNumbers(t, dbs[len(dbs)-1], iss, subjects, got, known)
+		})
+	}
+}
+
+// checkBuyerNumbers checks every answer gives a subject one number, the
+// one BuyerNumber gives, and two subjects two numbers.
+func checkBuyerNumbers(t *testing.T, db *DB, iss string, subjects [][]string, got [][]int64, known int64) {
+	t.Helper()
+	bySubject, bySeen := map[string]int64{"known": known}, map[int64]string{known: "known"}
+	for c := range subjects {
+		if len(got[c]) != len(subjects[c]) {
+			t.Fatalf("caller %d: %d numbers for %d subjects", c, len(got[c]), len(subjects[c]))
+		}
+		for i, s := range subjects[c] {
+			n := got[c][i]
+			if want, ok := bySubject[s]; ok && n != want || n <= 0 {
+				t.Fatalf("caller %d: %q = %d; want %d (positive)", c, s, n, want)
+			}
+			if other, ok := bySeen[n]; ok && other != s {
+				t.Fatalf("%q and %q share number %d", s, other, n)
+			}
+			bySubject[s], bySeen[n] = n, s
+		}
+	}
+	for s, n := range bySubject {
+		if again, err := db.BuyerNumber(t.Context(), iss, s); err != nil || again != n {
+			t.Fatalf("BuyerNumber(%q) = %d, %v; want %d", s, again, err, n)
+		}
+	}
+	if _, err := db.BuyerNumbers(t.Context(), iss, make([]string, MaxBuyerBatch+1)); err == nil {
+		t.Fatalf("BuyerNumbers of %d subjects: no error; want one", MaxBuyerBatch+1)
+	}
 }
