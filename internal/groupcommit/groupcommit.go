@@ -20,7 +20,10 @@
 // script's answer rather than one as for a lost reply. The wait is bounded
 // by the batch's run, which a Run must bound with its own timeout (not
 // any caller's ctx: a batch serves many callers, and one leaving must not
-// fail the others).
+// fail the others). The price: while a server stalls, the caller of a
+// taken call waits for that bound, not for its ctx. The other rule, to
+// return at once once taken too, would tell a batch strategy buyer an
+// order failed that is then committed.
 package groupcommit
 
 import (
