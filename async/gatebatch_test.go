@@ -110,21 +110,10 @@ func TestGateBatchesConcurrentBuyers(t *testing.T) {
 // order waits for its batch's answer), and once Redis resumes it has taken
 // at most that one batch, not the orders of buyers who were told it failed.
 func TestGateDropsAbandonedOrders(t *testing.T) {
-	e := newEnv(t)
-	srv := testenv.StartRedis(t)
+	e, srv, svc, v := stallableSale(t, 10000)
 	rc := srv.Client(t)
-	svc, err := async.NewService(rc, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	v := &flashsale.Voucher{Title: "stalled", Stock: 10000, BeginTime: time.Now().Add(-time.Minute), EndTime: time.Now().Add(time.Hour)}
-	if err := svc.CreateVoucher(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1}); err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	srv.Pause()
 	var (
 		wg    sync.WaitGroup
@@ -216,21 +205,9 @@ func TestGateRepliesOfAnotherShapeAreErrors(t *testing.T) {
 // what Redis decided once it resumes (accepted, pending), not unavailable
 // for an order Redis took (internal/groupcommit's rule).
 func TestGateAnswersTakenOrderAfterItsCtx(t *testing.T) {
-	e := newEnv(t)
-	srv := testenv.StartRedis(t)
+	e, srv, svc, v := stallableSale(t, 10)
 	rc := srv.Client(t)
-	svc, err := async.NewService(rc, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	v := &flashsale.Voucher{Title: "taken", Stock: 10, BeginTime: time.Now().Add(-time.Minute), EndTime: time.Now().Add(time.Hour)}
-	if err := svc.CreateVoucher(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1}); err != nil {
-		t.Fatal(err)
-	}
 	vk := svc.Keys().Voucher(v.ID)
 	srv.Pause()
 	type answer struct {
@@ -259,4 +236,25 @@ func TestGateAnswersTakenOrderAfterItsCtx(t *testing.T) {
 	if buyers, err := rc.Do(ctx, rc.B().Hlen().Key(vk.Buyers).Build()).AsInt64(); err != nil || buyers != 2 {
 		t.Fatalf("%d buyers in Redis (%v); want 2", buyers, err)
 	}
+}
+
+// stallableSale returns a gate on a private Redis, one a test may stall,
+// selling a voucher of stock that buyer 1 has ordered from (so the
+// voucher is loaded and the script cached).
+func stallableSale(t *testing.T, stock int) (*env, *testenv.RedisServer, *async.Service, *flashsale.Voucher) {
+	e := newEnv(t)
+	srv := testenv.StartRedis(t)
+	svc, err := async.NewService(srv.Client(t), e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	v := &flashsale.Voucher{Title: "stallable", Stock: stock, BeginTime: time.Now().Add(-time.Minute), EndTime: time.Now().Add(time.Hour)}
+	if err := svc.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return e, srv, svc, v
 }
