@@ -19,6 +19,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/groupcommit"
 	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/vouchercache"
 )
@@ -77,11 +78,11 @@ type Queue struct {
 	keys   keys
 	macKey []byte
 
-	rows       *vouchercache.Cache // vouchers' rows (config.go)
-	registered sync.Map            // voucher id → when this process last added it to the rooms
-	lanes      sync.Map            // the batches of joins and polls in flight (batch.go)
-	macs       sync.Pool           // HMACs keyed with macKey (token.go)
-	final      soldOut             // tickets that read sold_out (queue.go)
+	rows       *vouchercache.Cache            // vouchers' rows (config.go)
+	registered sync.Map                       // voucher id → when this process last added it to the rooms
+	lanes      groupcommit.Map[string, *call] // the batches of joins and polls in flight (batch.go)
+	macs       sync.Pool                      // HMACs keyed with macKey (token.go)
+	final      soldOut                        // tickets that read sold_out (queue.go)
 	deny       denyCache
 }
 

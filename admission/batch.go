@@ -3,15 +3,15 @@ package admission
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/flashsale/flashsale/internal/groupcommit"
 	"github.com/flashsale/flashsale/internal/luascript"
 )
 
-// Group calls, as the async gate batches orders (async/gatebatch.go): the
+// Group calls (internal/groupcommit), as the async gate batches orders: the
 // joins (the polls) of one voucher that arrive while its previous join
 // (poll) script is on its way go together, as one call of join.lua
 // (poll.lua) answering them in arrival order. A lone call goes out at
@@ -30,112 +30,59 @@ const (
 
 // call is one join or poll waiting for its batch.
 type call struct {
-	ctx   context.Context // the caller's: a call whose ctx ended is not sent
+	groupcommit.Call
+	ctx   context.Context // the caller's
 	args  []string        // its part of the script's ARGV
 	reply []rueidis.RedisMessage
 	head  []rueidis.RedisMessage // the batch's shared part of the answer
 	err   error
-	done  chan struct{}
 }
 
-// lane is the calls of one script on one voucher's keys. Lanes live in
-// Queue.lanes while they have work.
+// lane is the calls of one script on one voucher's keys: a
+// groupcommit.Queue in Queue.lanes while it has work.
 type lane struct {
-	home   *sync.Map
-	id     string
+	q      *Queue
 	script *luascript.Script
 	keys   []string
 	head   []string // ARGV before the calls'
 	// skip is how many replies of the script's answer precede the calls'.
 	skip int
-
-	mu      sync.Mutex
-	calls   []*call
-	running bool // its worker
 }
 
 // batched runs c in the next batch of script on keys, whose ARGV is head
 // and then every call's args, and whose answer is skip shared replies and
-// then one array per call. It returns once c is answered, or c.ctx ends.
+// then one array per call. It returns once c is answered, or with c.ctx's
+// error when c.ctx ends before a batch took c (internal/groupcommit's
+// rule: once taken, c gets its batch's answer).
 func (q *Queue) batched(id string, script *luascript.Script, keys, head []string, skip int, c *call) error {
-	c.done = make(chan struct{})
-	l, ok := q.lanes.Load(id)
-	if !ok {
-		l, _ = q.lanes.LoadOrStore(id, &lane{home: &q.lanes, id: id, script: script, keys: keys, head: head, skip: skip})
+	open := func() *groupcommit.Queue[*call] {
+		l := &lane{q: q, script: script, keys: keys, head: head, skip: skip}
+		return groupcommit.New(groupcommit.Config[*call]{Workers: 1, Max: maxBatch, Run: l.run})
 	}
-	if l.(*lane).add(c) {
-		go q.laneWorker(l.(*lane))
+	if err := q.lanes.Do(c.ctx, id, c, open); err != nil {
+		return err
 	}
-	select {
-	case <-c.done:
-		return c.err
-	case <-c.ctx.Done():
-		return c.ctx.Err()
-	}
+	return c.err
 }
 
-// add queues c and returns whether the caller must start a worker.
-func (l *lane) add(c *call) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.calls = append(l.calls, c)
-	if l.running {
-		return false
+// run sends one batch and answers its calls.
+func (l *lane) run(batch []*call) {
+	args := append(make([]string, 0, len(l.head)+3*len(batch)), l.head...)
+	for _, c := range batch {
+		args = append(args, c.args...)
 	}
-	l.running = true
-	return true
-}
-
-// next takes up to maxBatch calls whose ctx has not ended; nil when the
-// lane is empty (the worker leaves and the lane leaves Queue.lanes). A
-// caller that found the lane just before then still gets its batch: its
-// add starts a worker.
-func (l *lane) next() []*call {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var batch []*call
-	i := 0
-	for ; i < len(l.calls) && len(batch) < maxBatch; i++ {
-		if err := l.calls[i].ctx.Err(); err != nil {
-			l.calls[i].err = err
-			close(l.calls[i].done)
-			continue
-		}
-		batch = append(batch, l.calls[i])
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	res, err := l.script.Exec(ctx, l.q.client, l.keys, args).ToArray()
+	cancel()
+	if err == nil && len(res) != l.skip+len(batch) {
+		err = fmt.Errorf("admission: the script answered %d replies for %d calls", len(res), len(batch))
 	}
-	l.calls = append([]*call(nil), l.calls[i:]...)
-	if len(batch) == 0 {
-		l.running = false
-		l.home.CompareAndDelete(l.id, l)
-	}
-	return batch
-}
-
-// laneWorker sends the lane's batches until it is empty.
-func (q *Queue) laneWorker(l *lane) {
-	for {
-		batch := l.next()
-		if batch == nil {
-			return
-		}
-		args := append(make([]string, 0, len(l.head)+3*len(batch)), l.head...)
-		for _, c := range batch {
-			args = append(args, c.args...)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-		res, err := l.script.Exec(ctx, q.client, l.keys, args).ToArray()
-		cancel()
-		if err == nil && len(res) != l.skip+len(batch) {
-			err = fmt.Errorf("admission: the script answered %d replies for %d calls", len(res), len(batch))
-		}
-		for i, c := range batch {
-			if err != nil {
-				c.err = err
-			} else {
-				c.head = res[:l.skip]
-				c.reply, c.err = res[l.skip+i].ToArray()
-			}
-			close(c.done)
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+		} else {
+			c.head = res[:l.skip]
+			c.reply, c.err = res[l.skip+i].ToArray()
 		}
 	}
 }

@@ -55,8 +55,7 @@ func (s *Service) Keys() layout.Keyspace { return s.keys }
 // Queued reports whether a gate queue is open for keys (a voucher's gate
 // keys' meta key).
 func (s *Service) Queued(meta string) bool {
-	_, ok := s.gates.Load(meta)
-	return ok
+	return s.gates.Has(meta)
 }
 
 // ReadTopology returns the cluster's slot map as the epoch check reads it.

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/groupcommit"
 )
 
-// Group commit at the gate. The orders of one voucher (of one shard of a
+// Group commit at the gate (internal/groupcommit). The orders of one voucher (of one shard of a
 // sharded voucher) that arrive while its previous gate call is on its way
 // are sent together, as one call of gate.lua deciding them in arrival
 // order. A lone order goes out at once, alone; under load a batch is
@@ -22,15 +23,14 @@ import (
 // Durability replica batches the same queue its own way (replicawait.go):
 // each batch is followed by a WAIT on a dedicated connection.
 
-// Batching limits.
+// Batching limits. One gate call of a voucher is in flight at a time
+// (replicaWorkers in durability replica): that gives the largest batches;
+// 2 and 4 cost a little more CPU per order in BenchmarkHotVoucher and
+// answered no faster.
 const (
-	// gateWorkers is how many gate calls of one voucher are in flight at
-	// once. One gives the largest batches; 2 and 4 cost a little more CPU
-	// per order in BenchmarkHotVoucher and answered no faster.
-	gateWorkers  = 1
 	gateMaxBatch = 128 // orders in one gate call
-	// gateTimeout bounds one gate call. A caller whose ctx ends first is
-	// answered then; the call goes on for the others.
+	// gateTimeout bounds one gate call, and so how long a caller whose ctx
+	// ended after its batch took it waits for the answer.
 	gateTimeout = 10 * time.Second
 )
 
@@ -42,155 +42,92 @@ var errGateBusy = errors.New("async: the gate's queue is over its wait")
 // in durability replica), a request only to know that what Redis executed
 // so far is on the replicas.
 type gateCall struct {
-	ctx    context.Context // the caller's: a call whose ctx ended is not sent
-	queued time.Time       // when it joined the queue
-	args   []string        // user, order, quantity, idempotency key (orderArgs)
+	groupcommit.Call
+	ctx  context.Context // the caller's
+	args []string        // user, order, quantity, idempotency key (orderArgs)
 	// level is the lowest level seen of the voucher (of the shard) the
 	// call is for (rewind.go), or nil.
 	level *atomic.Pointer[levelMark]
 
-	// Set by the worker, read by the caller once done is closed.
-	seen    *levelMark // level, read just before the call was sent
+	// Set by the worker, read by the caller once gate returned.
+	seen    *levelMark // level, read as a batch took the call, before it was sent
 	reply   *gateReply // nil until answered
 	err     error
 	durable bool // the replicas acknowledged the batch (always true but in durability replica)
-	done    chan struct{}
 }
 
-// gateQueue collects the calls of one voucher (or shard) into batches.
-// Queues live in Service.gates, under their meta key, while they have
-// work, so a voucher's concurrent callers share one (even before the
-// voucher is kept in Service.locals), and ids nobody sells leave nothing
-// behind.
+// gateQueue is what the batches of one voucher (or shard) are sent with.
+// Its groupcommit.Queue lives in Service.gates, under the meta key, while
+// it has work, so a voucher's concurrent callers share one (even before
+// the voucher is kept in Service.locals), and ids nobody sells leave
+// nothing behind.
 type gateQueue struct {
-	home     *sync.Map // Service.gates
-	gateKeys []string  // meta, buyers, orders, keyed
-	voucher  string    // the voucher's id, for the pointers
+	gateKeys []string // meta, buyers, orders, keyed
+	voucher  string   // the voucher's id, for the pointers
 	syncKey  string
-	workers  int // the most batches in flight
 	maxBatch int
 	maxWait  time.Duration // Config.MaxGateWait
 
 	took *atomic.Int64 // Service.gateTook
-
-	mu      sync.Mutex
-	calls   []*gateCall
-	running int
 }
 
 // gate runs c (its args, or, for nil args, nothing) in the next batch of
 // gate.lua on keys (a voucher's or a shard's gate keys). It returns c.err
-// once c is answered (c.reply, c.durable and c.seen are set then), or
-// c.ctx's error when c.ctx ends first: an order still queued then is
-// never sent, one already sent may be taken, unanswered, as when a reply
-// is lost.
+// once c is answered (c.reply, c.durable and c.seen are set then),
+// errGateBusy (see admit), or c.ctx's error when c.ctx ends before a
+// batch took c: c is then never sent. Once taken, c waits for its batch's
+// answer even if c.ctx ends (internal/groupcommit's rule), at most
+// gateTimeout (in durability replica, the replica timeout and its slack).
 func (s *Service) gate(voucherID int64, keys []string, c *gateCall) error {
-	c.done = make(chan struct{})
-	q, ok := s.gates.Load(keys[0])
-	if !ok {
-		q, _ = s.gates.LoadOrStore(keys[0], s.newGateQueue(voucherID, keys))
-	}
-	start, err := q.(*gateQueue).add(c)
-	if err != nil {
+	open := func() *groupcommit.Queue[*gateCall] { return s.newGateQueue(voucherID, keys) }
+	if err := s.gates.Do(c.ctx, keys[0], c, open); err != nil {
 		return err
 	}
-	if start {
-		go s.gateWorker(q.(*gateQueue))
-	}
-	select {
-	case <-c.done:
-		return c.err
-	case <-c.ctx.Done():
-		return c.ctx.Err()
-	}
+	return c.err
 }
 
 // newGateQueue returns an empty queue for the voucher's keys, sized for
 // the durability mode.
-func (s *Service) newGateQueue(voucherID int64, keys []string) *gateQueue {
-	q := &gateQueue{home: &s.gates, gateKeys: keys, voucher: strconv.FormatInt(voucherID, 10), workers: gateWorkers, maxBatch: gateMaxBatch,
+func (s *Service) newGateQueue(voucherID int64, keys []string) *groupcommit.Queue[*gateCall] {
+	q := &gateQueue{gateKeys: keys, voucher: strconv.FormatInt(voucherID, 10), maxBatch: gateMaxBatch,
 		maxWait: s.cfg.MaxGateWait, took: &s.gateTook}
+	workers, run := 1, s.gateBatch
 	if s.cfg.Durability.Mode == DurabilityReplica {
 		// No shards in durability replica: keys are the voucher's.
 		q.syncKey = newLocal(s.keys, voucherID).syncKey
-		q.workers, q.maxBatch = replicaWorkers, replicaMaxBatch
+		workers, q.maxBatch, run = replicaWorkers, replicaMaxBatch, s.replicaBatch
 	}
-	return q
+	return groupcommit.New(groupcommit.Config[*gateCall]{
+		Workers: workers, Max: q.maxBatch, Admit: q.admit, Take: takeGate,
+		Run: func(batch []*gateCall) {
+			start := time.Now()
+			run(q, batch)
+			took := q.took.Load() // racing workers of other queues may lose a sample: no matter
+			q.took.Store(took + (int64(time.Since(start))-took)/4)
+		},
+	})
 }
 
-// add queues c and returns whether the caller must start a worker, or
-// errGateBusy, queueing nothing, for an order that would wait too long:
-// one with full batches ahead of it whose time, with the batch in
-// flight's, at the time batches take now, passes maxWait. One full batch
-// may always wait, so a slow Redis still gets full batches; a burst on a
-// fast one is queued whole (issue 34: p99 ≤ 100 ms when Redis is the
-// bottleneck, and busy answers only then).
-func (q *gateQueue) add(c *gateCall) (bool, error) {
-	c.queued = time.Now()
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if ahead := len(q.calls) / q.maxBatch; c.args != nil && ahead > 0 && time.Duration(ahead+1)*time.Duration(q.took.Load()) > q.maxWait {
-		return false, errGateBusy
+// admit refuses, with errGateBusy, an order that would wait too long: one
+// with full batches ahead of it (of the queued calls) whose time, with
+// the batch in flight's, at the time batches take now, passes maxWait.
+// One full batch may always wait, so a slow Redis still gets full
+// batches; a burst on a fast one is queued whole (issue 34: p99 ≤ 100 ms
+// when Redis is the bottleneck, and busy answers only then). A call with
+// no args (confirmReplicated) is never refused.
+func (q *gateQueue) admit(c *gateCall, queued int) error {
+	if ahead := queued / q.maxBatch; c.args != nil && ahead > 0 && time.Duration(ahead+1)*time.Duration(q.took.Load()) > q.maxWait {
+		return errGateBusy
 	}
-	q.calls = append(q.calls, c)
-	if q.running < q.workers {
-		q.running++
-		return true, nil
-	}
-	return false, nil
+	return nil
 }
 
-// gateWorker sends batches of the queue until it is empty (see next). A
-// caller that found the queue in Service.gates just before it was removed
-// still gets its batch: its add starts a worker.
-func (s *Service) gateWorker(q *gateQueue) {
-	for {
-		batch := q.next()
-		if batch == nil {
-			return
-		}
-		start := time.Now()
-		if s.cfg.Durability.Mode == DurabilityReplica {
-			s.replicaBatch(q, batch)
-		} else {
-			s.gateBatch(q, batch)
-		}
-		took := q.took.Load() // racing workers of other queues may lose a sample: no matter
-		q.took.Store(took + (int64(time.Since(start))-took)/4)
+// takeGate reads c's level as a batch takes it: the level seen before
+// the order was sent (rewind.go).
+func takeGate(c *gateCall) {
+	if c.level != nil {
+		c.seen = c.level.Load()
 	}
-}
-
-// next takes the next batch off the queue: up to maxBatch calls whose
-// ctx has not ended, each with its seen read now. Calls whose ctx ended
-// are answered their ctx's error and dropped, never sent: after a stall,
-// the orders of buyers who were told it failed take no stock. When the
-// queue is empty it returns nil and the worker leaves (the last one out
-// removes the queue from Service.gates).
-func (q *gateQueue) next() []*gateCall {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var batch []*gateCall
-	i := 0
-	for ; i < len(q.calls) && len(batch) < q.maxBatch; i++ {
-		c := q.calls[i]
-		if err := c.ctx.Err(); err != nil {
-			c.err = err
-			close(c.done)
-			continue
-		}
-		if c.level != nil {
-			c.seen = c.level.Load()
-		}
-		batch = append(batch, c)
-	}
-	q.calls = append([]*gateCall(nil), q.calls[i:]...)
-	if len(batch) == 0 { // and so the queue is empty
-		q.running--
-		if q.running == 0 {
-			q.home.CompareAndDelete(q.gateKeys[0], q)
-		}
-	}
-	return batch
 }
 
 // gateBatch decides a batch with one call of gate.lua and answers its
@@ -202,7 +139,6 @@ func (s *Service) gateBatch(q *gateQueue, batch []*gateCall) {
 	answerGates(batch, gateScript.Exec(ctx, s.client, keys, args))
 	for _, c := range batch {
 		c.durable = true
-		close(c.done)
 	}
 }
 

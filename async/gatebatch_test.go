@@ -105,25 +105,15 @@ func TestGateBatchesConcurrentBuyers(t *testing.T) {
 }
 
 // TestGateDropsAbandonedOrders stalls Redis (SIGSTOP) while 2,000 buyers
-// order, each giving up after 300 ms: every one is told unavailable, and
-// once Redis resumes it has taken at most the one batch that was already
-// sent when it stalled, not the orders of buyers who were told it failed.
+// order, each giving up after 300 ms: every one is told unavailable (those
+// of the batch already sent once its call times out, gateTimeout: a taken
+// order waits for its batch's answer), and once Redis resumes it has taken
+// at most that one batch, not the orders of buyers who were told it failed.
 func TestGateDropsAbandonedOrders(t *testing.T) {
-	e := newEnv(t)
-	srv := testenv.StartRedis(t)
+	e, srv, svc, v := stallableSale(t, 10000)
 	rc := srv.Client(t)
-	svc, err := async.NewService(rc, e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	v := &flashsale.Voucher{Title: "stalled", Stock: 10000, BeginTime: time.Now().Add(-time.Minute), EndTime: time.Now().Add(time.Hour)}
-	if err := svc.CreateVoucher(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1}); err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	srv.Pause()
 	var (
 		wg    sync.WaitGroup
@@ -207,4 +197,64 @@ func TestGateRepliesOfAnotherShapeAreErrors(t *testing.T) {
 	if got, err := async.ParseGateReplies(res, []int64{2, 1, 9, 1}); err != nil || !slices.Equal(got, want) {
 		t.Errorf("decisions %v, %v; want %v", got, err, want)
 	}
+}
+
+// TestGateAnswersTakenOrderAfterItsCtx stalls Redis (SIGSTOP) under one
+// order whose caller gives up after 300 ms while its gate call is on its
+// way: the caller waits past its ctx for the gate's answer and is told
+// what Redis decided once it resumes (accepted, pending), not unavailable
+// for an order Redis took (internal/groupcommit's rule).
+func TestGateAnswersTakenOrderAfterItsCtx(t *testing.T) {
+	e, srv, svc, v := stallableSale(t, 10)
+	rc := srv.Client(t)
+	ctx := context.Background()
+	vk := svc.Keys().Voucher(v.ID)
+	srv.Pause()
+	type answer struct {
+		o   *flashsale.Order
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		o, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 2})
+		done <- answer{o, err}
+	}()
+	e.WaitFor("the order's gate call", 5*time.Second, func() (bool, error) { return svc.Queued(vk.Meta), nil })
+	select {
+	case a := <-done:
+		srv.Resume()
+		t.Fatalf("answered %+v, %v while Redis stalled; want the gate's answer once it resumes", a.o, a.err)
+	case <-time.After(time.Second): // well past the caller's ctx
+	}
+	srv.Resume()
+	a := <-done
+	if a.err != nil || a.o == nil || a.o.Status != flashsale.StatusPending {
+		t.Fatalf("taken order whose caller's ctx ended: %+v, %v; want accepted, pending", a.o, a.err)
+	}
+	if buyers, err := rc.Do(ctx, rc.B().Hlen().Key(vk.Buyers).Build()).AsInt64(); err != nil || buyers != 2 {
+		t.Fatalf("%d buyers in Redis (%v); want 2", buyers, err)
+	}
+}
+
+// stallableSale returns a gate on a private Redis, one a test may stall,
+// selling a voucher of stock that buyer 1 has ordered from (so the
+// voucher is loaded and the script cached).
+func stallableSale(t *testing.T, stock int) (*env, *testenv.RedisServer, *async.Service, *flashsale.Voucher) {
+	e := newEnv(t)
+	srv := testenv.StartRedis(t)
+	svc, err := async.NewService(srv.Client(t), e.DB, async.Config{Prefix: e.Prefix, OrderIDs: e.IDs, Logger: e.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	v := &flashsale.Voucher{Title: "stallable", Stock: stock, BeginTime: time.Now().Add(-time.Minute), EndTime: time.Now().Add(time.Hour)}
+	if err := svc.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.PlaceOrder(ctx, flashsale.OrderRequest{VoucherID: v.ID, UserID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return e, srv, svc, v
 }

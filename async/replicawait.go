@@ -52,11 +52,6 @@ func (s *Service) replicaBatch(q *gateQueue, batch []*gateCall) {
 	d := s.cfg.Durability
 	ctx, cancel := context.WithTimeout(context.Background(), d.ReplicaTimeout+replicaSlack)
 	defer cancel()
-	defer func() {
-		for _, c := range batch {
-			close(c.done)
-		}
-	}()
 	pending := batch
 	for attempt := 1; ; attempt++ {
 		var again []*gateCall

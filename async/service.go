@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async/internal/layout"
 	"github.com/flashsale/flashsale/async/returns"
+	"github.com/flashsale/flashsale/internal/groupcommit"
 	"github.com/flashsale/flashsale/internal/vouchercache"
 	"github.com/flashsale/flashsale/lifecycle"
 )
@@ -88,10 +89,10 @@ type Service struct {
 	loads singleflight.Group
 	// gates holds, per voucher, the orders waiting for a batch of the
 	// gate (gatebatch.go).
-	gates sync.Map // meta key (string) → *gateQueue
+	gates groupcommit.Map[string, *gateCall] // by meta key
 	// gateTook is how long a gate call takes, sent to answered: a moving
 	// average over all of the instance's gate calls, in ns (their Redis is
-	// usually one server, or masters alike). gateQueue.add estimates an
+	// usually one server, or masters alike). gateQueue.admit estimates an
 	// order's wait from it.
 	gateTook atomic.Int64
 	// pending counts the orders between the bound (Config.MaxPending) and

@@ -2,9 +2,9 @@ package strategy
 
 import (
 	"context"
-	"sync"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/groupcommit"
 )
 
 // batch answers like conditional — only once the order is committed — but
@@ -13,7 +13,7 @@ import (
 // each of its orders, and stores nothing of it.
 type batch struct {
 	*base
-	groups sync.Map // voucher id → *group
+	groups groupcommit.Map[int64, *request] // by voucher id
 }
 
 var _ flashsale.OrderService = (*batch)(nil)
@@ -23,7 +23,8 @@ var _ flashsale.OrderService = (*batch)(nil)
 // is queued gets ctx's error and the order is dropped, never stored; once a
 // batch has taken the order, PlaceOrder returns that batch's answer, also
 // when ctx ends meanwhile, so no buyer is told an order failed that the
-// database holds. The wait for a batch is bounded by batchCommitTimeout.
+// database holds (internal/groupcommit's rule). The wait for a batch is
+// bounded by batchCommitTimeout.
 func (s *batch) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*flashsale.Order, error) {
 	v, err := s.open(ctx, req)
 	if err != nil {
@@ -33,9 +34,13 @@ func (s *batch) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*fl
 	if err != nil {
 		return nil, err
 	}
-	g, ok := s.groups.Load(v.ID)
-	if !ok {
-		g, _ = s.groups.LoadOrStore(v.ID, &group{voucher: v, db: s.cfg.DB, max: s.cfg.BatchMax})
+	r := &request{order: o}
+	open := func() *groupcommit.Queue[*request] { return newGroup(v, s.cfg.DB, s.cfg.BatchMax) }
+	if err := s.groups.Do(ctx, v.ID, r, open); err != nil {
+		return nil, err
 	}
-	return g.(*group).place(ctx, o)
+	if r.err != nil {
+		return nil, r.err
+	}
+	return o, nil
 }

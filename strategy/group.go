@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/groupcommit"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -20,9 +20,9 @@ const batchCommitTimeout = 5 * time.Second
 // rarely cut, small enough that its statements stay one chunk each.
 const defaultBatchMax = 500
 
-// Group commit: one transaction per batch locks the voucher's row, stores
-// the orders of buyers with room while stock lasts with one multi-row
-// insert, and takes their units in one conditional decrement
+// Group commit (internal/groupcommit): one transaction per batch locks
+// the voucher's row, stores the orders of buyers with room while stock
+// lasts with one multi-row insert, and takes their units in one conditional decrement
 // (store.SellBatch), so the hot row is locked and flushed once per batch
 // instead of once per order. Batches form on their own: a voucher's orders
 // queue in each process, and one committer per voucher takes everything
@@ -34,88 +34,24 @@ const defaultBatchMax = 500
 // unreachable or the commit ran out of time, busy when it kept losing lock
 // races.
 
-// group collects one voucher's orders in this process and commits them in
-// batches, one batch at a time.
+// group is one voucher's queue of orders in this process (a
+// groupcommit.Queue while it has work): one batch at a time.
 type group struct {
 	voucher *flashsale.Voucher
 	db      *store.DB
-	max     int
-
-	mu         sync.Mutex
-	queue      []*request // in arrival order
-	committing bool       // a committer goroutine runs
 }
 
-// request is one queued order and where its answer goes.
+// request is one queued order and its answer.
 type request struct {
+	groupcommit.Call
 	order *flashsale.Order
-	done  chan error // buffered: the committer never waits for the caller
-	// taken and dropped are guarded by group.mu: taken once a batch holds
-	// the request, dropped when its caller left before that.
-	taken, dropped bool
+	err   error // set by commit
 }
 
-// place queues o and waits for its answer; see batch.PlaceOrder.
-func (g *group) place(ctx context.Context, o *flashsale.Order) (*flashsale.Order, error) {
-	r := &request{order: o, done: make(chan error, 1)}
-	g.mu.Lock()
-	g.queue = append(g.queue, r)
-	if !g.committing {
-		g.committing = true
-		go g.commitAll()
-	}
-	g.mu.Unlock()
-	var err error
-	select {
-	case err = <-r.done:
-	case <-ctx.Done():
-		g.mu.Lock()
-		if !r.taken {
-			r.dropped = true
-			g.mu.Unlock()
-			return nil, ctx.Err()
-		}
-		g.mu.Unlock()
-		err = <-r.done
-	}
-	if err != nil {
-		return nil, err
-	}
-	return o, nil
-}
-
-// commitAll commits batches until the queue is empty, then ends. Starting
-// a committer only when none runs is what makes the batches: whatever
-// queues during one commit is the next batch.
-func (g *group) commitAll() {
-	for {
-		g.mu.Lock()
-		batch := g.next()
-		if len(batch) == 0 {
-			g.committing = false
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		g.commit(batch)
-	}
-}
-
-// next takes up to max requests from the front of the queue, skipping the
-// dropped ones, and marks them taken. g.mu must be held.
-func (g *group) next() []*request {
-	var batch []*request
-	i := 0
-	for ; i < len(g.queue) && len(batch) < g.max; i++ {
-		if r := g.queue[i]; !r.dropped {
-			r.taken = true
-			batch = append(batch, r)
-		}
-	}
-	// Copy the rest so the queue's old array, and the requests in it, can
-	// be collected.
-	g.queue = append([]*request(nil), g.queue[i:]...)
-	return batch
+// newGroup returns v's queue of orders, committing batches of up to max.
+func newGroup(v *flashsale.Voucher, db *store.DB, max int) *groupcommit.Queue[*request] {
+	g := &group{voucher: v, db: db}
+	return groupcommit.New(groupcommit.Config[*request]{Workers: 1, Max: max, Run: g.commit})
 }
 
 // overLimit returns the refusal of an order SellBatch found past its
@@ -147,17 +83,16 @@ func (g *group) commit(batch []*request) {
 	}
 	for i, r := range batch {
 		if err != nil {
-			r.done <- err
+			r.err = err
 			continue
 		}
 		switch sales[i] {
 		case flashsale.OutcomeInserted:
 			*r.order = orders[i]
-			r.done <- nil
 		case flashsale.OutcomeConflict:
-			r.done <- g.overLimit(ctx, r.order)
+			r.err = g.overLimit(ctx, r.order)
 		default:
-			r.done <- soldOut()
+			r.err = soldOut()
 		}
 	}
 }
