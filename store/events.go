@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,10 +30,11 @@ type OutboxEvent struct {
 	Pos int64
 }
 
-// SequenceEvents gives up to max committed events without a position
-// their positions, in id order, and returns how many it gave. The
-// sequencers of every instance run one at a time (the sequence row's
-// lock); a row's position is above every position given before it.
+// SequenceEvents gives up to max committed rows without a position their
+// positions, in id order, and returns how many events it positioned (a
+// batch row holds several). The sequencers of every instance run one at a
+// time (the sequence row's lock); a row's first position is above every
+// position given before it, and a row of n events takes n positions.
 func (db *DB) SequenceEvents(ctx context.Context, max int) (int, error) {
 	var n int
 	err := db.Tx(ctx, func(tx *Tx) error {
@@ -42,43 +45,96 @@ func (db *DB) SequenceEvents(ctx context.Context, max int) (int, error) {
 		}
 		// A plain read: its snapshot starts now, after the lock, and a
 		// locking one would lock the gap new rows are inserted into.
-		ids, err := int64s(ctx, tx.w, "sequence events: find", "SELECT id FROM outbox WHERE pos IS NULL ORDER BY id LIMIT ?", max)
-		if err != nil || len(ids) == 0 {
+		rows, err := unsequenced(ctx, tx.w, max)
+		if err != nil || len(rows) == 0 {
 			return err
 		}
 		// pos = id + off keeps id order and starts at next; the gaps
-		// between ids stay gaps.
-		off := next - ids[0]
-		_, err = tx.w.ExecContext(ctx, "UPDATE outbox SET pos = id + ? WHERE id IN (?"+strings.Repeat(", ?", len(ids)-1)+")", append([]any{off}, anys(ids)...)...)
-		if err != nil {
-			return wrap("sequence events: set", err)
+		// between ids stay gaps, and off grows by n - 1 after a row of n
+		// events: one UPDATE per run of rows with one off.
+		off := next - rows[0].id
+		var run []any
+		for i, r := range rows {
+			run = append(run, r.id)
+			n += int(r.n)
+			if r.n == 1 && i < len(rows)-1 {
+				continue
+			}
+			_, err = tx.w.ExecContext(ctx, "UPDATE outbox SET pos = id + ? WHERE id IN (?"+strings.Repeat(", ?", len(run)-1)+")", append([]any{off}, run...)...)
+			if err != nil {
+				return wrap("sequence events: set", err)
+			}
+			off += r.n - 1
+			run = run[:0]
 		}
-		_, err = tx.w.ExecContext(ctx, "UPDATE outbox_cursors SET pos = ? WHERE name = ?", ids[len(ids)-1]+off+1, SequenceName)
-		n = len(ids)
+		last := rows[len(rows)-1]
+		_, err = tx.w.ExecContext(ctx, "UPDATE outbox_cursors SET pos = ? WHERE name = ?", last.id+off+1, SequenceName)
 		return wrap("sequence events: next", err)
 	})
 	return n, err
 }
 
-// eventColumns are the columns scanEvent reads.
-const eventColumns = "id, type, order_id, voucher_id, data, occurred_at, COALESCE(pos, 0)"
+// unsequencedRow is a row without a position: its id and events.
+type unsequencedRow struct{ id, n int64 }
 
-// scanEvent reads eventColumns.
-func scanEvent(row interface{ Scan(...any) error }) (OutboxEvent, error) {
+// unsequenced returns up to max committed rows without a position, by id.
+func unsequenced(ctx context.Context, q querier, max int) ([]unsequencedRow, error) {
+	rows, err := q.QueryContext(ctx, "SELECT id, n FROM outbox WHERE pos IS NULL ORDER BY id LIMIT ?", max)
+	if err != nil {
+		return nil, wrap("sequence events: find", err)
+	}
+	defer rows.Close()
+	var found []unsequencedRow
+	for rows.Next() {
+		var r unsequencedRow
+		if err := rows.Scan(&r.id, &r.n); err != nil {
+			return nil, wrap("sequence events: find", err)
+		}
+		found = append(found, r)
+	}
+	return found, wrap("sequence events: find", rows.Err())
+}
+
+// eventColumns are the columns scanEvent reads.
+const eventColumns = "id, type, order_id, voucher_id, data, occurred_at, COALESCE(pos, 0), n"
+
+// maxRowEvents bounds the events of one outbox row (a batch row's orders:
+// one insertNewOrders chunk), so a reader looking for position p finds
+// its row at a position above p - maxRowEvents.
+const maxRowEvents = persistChunk
+
+// scanEvent reads eventColumns: one event, or the first of a batch row's
+// (n > 1 or order_id 0 with an order type), whose data is its order ids
+// (expand replaces them). An event's sequence, and so its id, is its
+// position (0 until sequenced).
+func scanEvent(row interface{ Scan(...any) error }) (OutboxEvent, int64, error) {
 	var e OutboxEvent
 	var data string
-	err := row.Scan(&e.Sequence, &e.Type, &e.OrderID, &e.VoucherID, &data, scanTime{&e.OccurredAt}, &e.Pos)
-	e.ID, e.Data = flashsale.EventID(e.Sequence), []byte(data)
-	return e, err
+	var id, n int64
+	err := row.Scan(&id, &e.Type, &e.OrderID, &e.VoucherID, &data, scanTime{&e.OccurredAt}, &e.Pos, &n)
+	e.Sequence, e.ID, e.Data = e.Pos, flashsale.EventID(e.Pos), []byte(data)
+	if e.OrderID == 0 && strings.HasPrefix(string(e.Type), "order.") {
+		return e, max(n, 1), err
+	}
+	return e, 0, err
 }
 
 // EventsAfter returns up to limit sequenced events with a position above
 // after, oldest first.
 func (db *DB) EventsAfter(ctx context.Context, after int64, limit int) ([]OutboxEvent, error) {
-	return db.events(ctx, "SELECT "+eventColumns+" FROM outbox WHERE pos > ? ORDER BY pos LIMIT ?", after, limit)
+	events, err := db.events(ctx, "SELECT "+eventColumns+" FROM outbox WHERE pos > ? AND pos + n > ? ORDER BY pos LIMIT ?", after-maxRowEvents, after+1, limit)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for i < len(events) && events[i].Pos <= after {
+		i++
+	}
+	events = events[i:]
+	return events[:min(len(events), limit)], nil
 }
 
-// events runs a query of eventColumns.
+// events runs a query of eventColumns and expands its batch rows.
 func (db *DB) events(ctx context.Context, query string, args ...any) ([]OutboxEvent, error) {
 	rows, err := db.r.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -86,14 +142,102 @@ func (db *DB) events(ctx context.Context, query string, args ...any) ([]OutboxEv
 	}
 	defer rows.Close()
 	events := []OutboxEvent{}
+	var batches []batchRow
 	for rows.Next() {
-		e, err := scanEvent(rows)
+		e, n, err := scanEvent(rows)
 		if err != nil {
 			return nil, wrap("read events", err)
 		}
+		if n > 0 {
+			batches = append(batches, batchRow{len(events), n})
+		}
 		events = append(events, e)
 	}
-	return events, wrap("read events", rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, wrap("read events", err)
+	}
+	rows.Close()
+	if len(batches) == 0 {
+		return events, nil
+	}
+	return db.expand(ctx, events, batches)
+}
+
+// batchRow is a batch row among events: its index and its events.
+type batchRow struct {
+	at int
+	n  int64
+}
+
+// expand replaces each batch row among events by its events: the
+// order.placed of each of its orders, as placed (created, or awaiting
+// payment with the pay_by it still has), read from the orders table, at
+// positions pos, pos + 1, … in the row's order. An order deleted by hand
+// since shows only its order_id.
+func (db *DB) expand(ctx context.Context, events []OutboxEvent, batches []batchRow) ([]OutboxEvent, error) {
+	lists := make([][]int64, len(batches))
+	var ids []int64
+	for i, b := range batches {
+		list, err := parseIDs(string(events[b.at].Data))
+		if err != nil {
+			return nil, err
+		}
+		lists[i] = list
+		ids = append(ids, list...)
+	}
+	orders, err := db.placedOrders(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]OutboxEvent, 0, len(events)+len(ids))
+	next := 0
+	for i, b := range batches {
+		out = append(out, events[next:b.at]...)
+		row := events[b.at]
+		for j, id := range lists[i] {
+			e := row
+			if row.Pos > 0 {
+				e.Pos = row.Pos + int64(j)
+			}
+			e.Sequence, e.ID, e.OrderID = e.Pos, flashsale.EventID(e.Pos), id
+			if o, ok := orders[id]; ok {
+				e.VoucherID, e.Data = o.VoucherID, o.EventData().AppendJSON(nil)
+			} else {
+				e.Data = flashsale.OrderData{OrderID: strconv.FormatInt(id, 10)}.AppendJSON(nil)
+			}
+			out = append(out, e)
+		}
+		next = b.at + 1
+	}
+	return append(out, events[next:]...), nil
+}
+
+// placedOrders returns the orders with the given ids as they were placed:
+// status awaiting_payment when they have a pay_by, created otherwise.
+func (db *DB) placedOrders(ctx context.Context, ids []int64) (map[int64]*flashsale.Order, error) {
+	orders := make(map[int64]*flashsale.Order, len(ids))
+	for chunk := range slices.Chunk(ids, persistChunk) {
+		rows, err := db.r.QueryContext(ctx, "SELECT id, voucher_id, user_id, quantity, pay_by FROM orders WHERE id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", anys(chunk)...)
+		if err != nil {
+			return nil, wrap("read placed orders", err)
+		}
+		for rows.Next() {
+			o := &flashsale.Order{Status: flashsale.StatusCreated}
+			if err := rows.Scan(&o.ID, &o.VoucherID, &o.UserID, &o.Quantity, scanNullTime{&o.PayBy}); err != nil {
+				rows.Close()
+				return nil, wrap("read placed orders", err)
+			}
+			if !o.PayBy.IsZero() {
+				o.Status = flashsale.StatusAwaitingPayment
+			}
+			orders[o.ID] = o
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, wrap("read placed orders", err)
+		}
+	}
+	return orders, nil
 }
 
 // ClaimCursor takes the named cursor's lease for owner until until, or
@@ -161,8 +305,8 @@ func (db *DB) PruneEvents(ctx context.Context, before time.Time, max int) (int, 
 			return 0, err
 		}
 	}
-	ids, err := db.int64s(ctx, "prune events", "SELECT id FROM outbox WHERE pos <= ? AND occurred_at < ? AND id < (SELECT MAX(id) FROM outbox) ORDER BY pos LIMIT ?",
-		low.Int64, dbTime(before), max)
+	ids, err := db.int64s(ctx, "prune events", "SELECT id FROM outbox WHERE pos <= ? AND pos + n - 1 <= ? AND occurred_at < ? AND id < (SELECT MAX(id) FROM outbox) ORDER BY pos LIMIT ?",
+		low.Int64, low.Int64, dbTime(before), max)
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
@@ -215,11 +359,11 @@ func (db *DB) OutboxLag(ctx context.Context) ([]CursorLag, error) {
 	lags := []CursorLag{}
 	for _, c := range cursors {
 		l := CursorLag{Name: c.name, Backlog: max(head-c.pos, 0)}
-		q := "SELECT occurred_at FROM outbox WHERE pos > ? ORDER BY pos LIMIT 1"
-		args := []any{c.pos}
+		q := "SELECT occurred_at FROM outbox WHERE pos > ? AND pos + n > ? ORDER BY pos LIMIT 1"
+		args := []any{c.pos - maxRowEvents, c.pos + 1}
 		if c.name == SequenceName {
 			var n int
-			if err := db.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM outbox WHERE pos IS NULL LIMIT 10000) u").Scan(&n); err != nil {
+			if err := db.r.QueryRowContext(ctx, "SELECT COALESCE(SUM(n), 0) FROM (SELECT n FROM outbox WHERE pos IS NULL LIMIT 10000) u").Scan(&n); err != nil {
 				return nil, wrap("outbox lag", err)
 			}
 			l.Backlog, q, args = int64(n), "SELECT occurred_at FROM outbox WHERE pos IS NULL ORDER BY id LIMIT 1", nil

@@ -2,48 +2,69 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flashsale/flashsale"
 )
 
 // The transactional outbox's writing side. A transaction's changes add
-// their order events to the Tx as they happen (addOrderEvent), and DB.Tx
-// writes them just before it commits, in multi-row INSERTs of up to 500:
-// an event exists if and only if its change committed, at one more round
-// trip per transaction, not one per event. The voucher events are written
-// by the database itself, by triggers on the vouchers' stock
-// (stocktriggers.go), in the statement that changes it.
+// their order events to the Tx as they happen, and DB.Tx writes them just
+// before it commits, in multi-row INSERTs of up to 500: an event exists if
+// and only if its change committed, at one more round trip per
+// transaction, not one per event. The voucher events are written by the
+// database itself, by triggers on the vouchers' stock (stocktriggers.go),
+// in the statement that changes it.
+//
+// A batch of new orders (PersistOrders, SellBatch: up to persistChunk per
+// statement) is one row, not one per order: type order.placed, order_id
+// 0, n the number of orders and data their ids, which the readers expand
+// into one event each from the orders table (events.go). An order's
+// fields an order.placed shows never change after the insert (its id,
+// voucher, buyer, quantity, pay_by; its status then follows from pay_by),
+// and orders are never deleted, so the expansion is the order as it was
+// placed, at the cost of one 500-id row instead of 500 rows of JSON.
 
 // outboxRows are the events a transaction will write.
 type outboxRows struct {
-	orders []orderEvent
+	rows []outboxRow
 	// written are the orders whose order.placed was written already
 	// (WriteOrderPlaced).
 	written map[int64]bool
 }
 
-// orderEvent is an order event: its type and the order after the change.
-type orderEvent struct {
-	typ  flashsale.EventType
-	o    flashsale.Order
-	data []byte
+// outboxRow is a row the transaction will write: one order event with its
+// data, or (orders set) the order.placed events of a batch of new orders.
+type outboxRow struct {
+	typ       flashsale.EventType
+	orderID   int64
+	voucherID int64
+	data      []byte
+	at        time.Time
+	orders    []int64
 }
 
 // addOrderEvent records an order event of o as it is now.
-func (tx *Tx) addOrderEvent(typ flashsale.EventType, o *flashsale.Order) error {
+func (tx *Tx) addOrderEvent(typ flashsale.EventType, o *flashsale.Order) {
 	if typ == flashsale.EventOrderPlaced && tx.events.written[o.ID] {
-		return nil
+		return
 	}
-	data, err := json.Marshal(o.EventData())
-	if err != nil {
-		return fmt.Errorf("store: event data of order %d: %w", o.ID, err)
+	tx.events.rows = append(tx.events.rows, outboxRow{typ: typ, orderID: o.ID, voucherID: o.VoucherID,
+		data: o.EventData().AppendJSON(nil), at: o.UpdatedAt})
+}
+
+// addPlacedBatch records the order.placed events of orders, new orders
+// just inserted (insertNewOrders: awaiting payment when they have a
+// PayBy, created otherwise), as one row.
+func (tx *Tx) addPlacedBatch(orders []flashsale.Order, at time.Time) {
+	ids := make([]int64, len(orders))
+	for i, o := range orders {
+		ids[i] = o.ID
 	}
-	tx.events.orders = append(tx.events.orders, orderEvent{typ, *o, data})
-	return nil
+	tx.events.rows = append(tx.events.rows, outboxRow{typ: flashsale.EventOrderPlaced, at: at, orders: ids})
 }
 
 // WriteOrderPlaced writes now the order.placed event of o, an order this
@@ -60,10 +81,8 @@ func (tx *Tx) WriteOrderPlaced(ctx context.Context, o *flashsale.Order) error {
 	}
 	pending := tx.events
 	tx.events = outboxRows{}
-	err := tx.addOrderEvent(flashsale.EventOrderPlaced, &placed)
-	if err == nil {
-		err = tx.writeEvents(ctx)
-	}
+	tx.addOrderEvent(flashsale.EventOrderPlaced, &placed)
+	err := tx.writeEvents(ctx)
 	tx.events = pending
 	if tx.events.written == nil {
 		tx.events.written = map[int64]bool{}
@@ -80,34 +99,66 @@ func (db *DB) WithoutOutbox() *DB {
 	return &c
 }
 
-// writeEvents writes the transaction's events to the outbox, order events
-// in the order they happened, then the voucher events whose condition
-// holds.
+// writeEvents writes the transaction's order events to the outbox, in the
+// order they happened.
 func (tx *Tx) writeEvents(ctx context.Context) error {
-	rows := tx.events.orders
-	tx.events.orders = nil
-	if tx.noOutbox {
+	rows := tx.events.rows
+	tx.events.rows = nil
+	if tx.noOutbox || len(rows) == 0 {
 		return nil
 	}
 	at := dbTime(now())
 	for chunk := range slices.Chunk(rows, persistChunk) {
 		var b strings.Builder
-		args := make([]any, 0, 5*len(chunk))
-		b.WriteString("INSERT INTO outbox (type, order_id, voucher_id, data, occurred_at) VALUES ")
-		for i, e := range chunk {
+		args := make([]any, 0, 6*len(chunk))
+		b.WriteString("INSERT INTO outbox (type, order_id, voucher_id, data, occurred_at, n) VALUES ")
+		for i, r := range chunk {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?)")
 			t := at
-			if !e.o.UpdatedAt.IsZero() {
-				t = dbTime(e.o.UpdatedAt)
+			if !r.at.IsZero() {
+				t = dbTime(r.at)
 			}
-			args = append(args, string(e.typ), e.o.ID, e.o.VoucherID, string(e.data), t)
+			data, n := r.data, 1
+			if r.orders != nil {
+				data, n = appendIDs(nil, r.orders), len(r.orders)
+			}
+			args = append(args, string(r.typ), r.orderID, r.voucherID, string(data), t, n)
 		}
 		if _, err := tx.w.ExecContext(ctx, b.String(), args...); err != nil {
 			return wrap(fmt.Sprintf("write %d events", len(chunk)), err)
 		}
 	}
 	return nil
+}
+
+// appendIDs appends ids to b as a batch row's data: a JSON array.
+func appendIDs(b []byte, ids []int64) []byte {
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return append(b, ']')
+}
+
+// parseIDs reads appendIDs' array.
+func parseIDs(data string) ([]int64, error) {
+	inner := strings.TrimSuffix(strings.TrimPrefix(data, "["), "]")
+	if inner == data || inner == "" {
+		return nil, fmt.Errorf("store: batch row data %.40q is not an array of order ids", data)
+	}
+	ids := make([]int64, 0, strings.Count(inner, ",")+1)
+	for s := range strings.SplitSeq(inner, ",") {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("store: batch row data: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }

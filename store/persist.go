@@ -181,10 +181,7 @@ func (tx *Tx) takeStockAndUnits(ctx context.Context, orders []flashsale.Order) e
 	}
 	vouchers := slices.Sorted(maps.Keys(perVoucher))
 	for _, v := range vouchers {
-		if err := tx.takeStock(ctx, v, perVoucher[v]); err != nil {
-			return err
-		}
-		if err := tx.countLive(ctx, v, live[v]); err != nil {
+		if err := tx.takeStock(ctx, v, perVoucher[v], live[v]); err != nil {
 			return err
 		}
 	}
@@ -332,12 +329,8 @@ func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flas
 				updated = dbTime(o.UpdatedAt)
 			}
 			args = append(args, o.ID, o.VoucherID, o.UserID, o.Units(), string(status), nullTime(o.PayBy), nullString(o.IdempotencyKey), created, updated)
-			placed := o
-			placed.Status, placed.Quantity, placed.UpdatedAt = status, o.Units(), tnow
-			if err := tx.addOrderEvent(flashsale.EventOrderPlaced, &placed); err != nil {
-				return err
-			}
 		}
+		tx.addPlacedBatch(chunk, tnow)
 		res, err := tx.w.ExecContext(ctx, b.String(), args...)
 		if err != nil {
 			return wrap("persist orders: insert", err)
@@ -355,10 +348,11 @@ func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flas
 }
 
 // takeStock takes n from the voucher's remaining stock if that much is
-// left, and returns a *StockShortError otherwise, or a
-// *UnknownVoucherError when there is no such voucher.
-func (tx *Tx) takeStock(ctx context.Context, voucherID int64, n int) error {
-	ok, err := tx.DecrementRemaining(ctx, voucherID, n)
+// left, and counts live more live orders of it (in one statement), and
+// returns a *StockShortError otherwise, or a *UnknownVoucherError when
+// there is no such voucher.
+func (tx *Tx) takeStock(ctx context.Context, voucherID int64, n, live int) error {
+	ok, err := tx.decrement(ctx, voucherID, n, live)
 	if err != nil || ok {
 		return err
 	}

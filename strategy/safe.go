@@ -44,7 +44,7 @@ func (s *base) take(ctx context.Context, tx *store.Tx, v *flashsale.Voucher, o *
 	if err := s.raceWindow(ctx); err != nil {
 		return err
 	}
-	ok, err := tx.DecrementRemaining(ctx, o.VoucherID, o.Units())
+	ok, err := tx.DecrementForOrder(ctx, o)
 	if err != nil {
 		return err
 	}
