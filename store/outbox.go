@@ -31,9 +31,6 @@ import (
 // outboxRows are the events a transaction will write.
 type outboxRows struct {
 	rows []outboxRow
-	// written are the orders whose order.placed was written already
-	// (WriteOrderPlaced).
-	written map[int64]bool
 }
 
 // outboxRow is a row the transaction will write: one order event with its
@@ -49,9 +46,6 @@ type outboxRow struct {
 
 // addOrderEvent records an order event of o as it is now.
 func (tx *Tx) addOrderEvent(typ flashsale.EventType, o *flashsale.Order) {
-	if typ == flashsale.EventOrderPlaced && tx.events.written[o.ID] {
-		return
-	}
 	tx.events.rows = append(tx.events.rows, outboxRow{typ: typ, orderID: o.ID, voucherID: o.VoucherID,
 		data: o.EventData().AppendJSON(nil), at: o.UpdatedAt})
 }
@@ -65,30 +59,6 @@ func (tx *Tx) addPlacedBatch(orders []flashsale.Order, at time.Time) {
 		ids[i] = o.ID
 	}
 	tx.events.rows = append(tx.events.rows, outboxRow{typ: flashsale.EventOrderPlaced, at: at, orders: ids})
-}
-
-// WriteOrderPlaced writes now the order.placed event of o, an order this
-// transaction is about to insert (InsertOrder: status created, or
-// awaiting payment with a PayBy), and InsertOrder will not write it
-// again. A strategy calls it before it takes the hot voucher's row lock,
-// so the write does not lengthen the time every buyer waits for that lock;
-// a rollback takes the event back with the order.
-func (tx *Tx) WriteOrderPlaced(ctx context.Context, o *flashsale.Order) error {
-	placed := *o
-	placed.Status, placed.Quantity, placed.UpdatedAt = flashsale.StatusCreated, o.Units(), now()
-	if !o.PayBy.IsZero() {
-		placed.Status = flashsale.StatusAwaitingPayment
-	}
-	pending := tx.events
-	tx.events = outboxRows{}
-	tx.addOrderEvent(flashsale.EventOrderPlaced, &placed)
-	err := tx.writeEvents(ctx)
-	tx.events = pending
-	if tx.events.written == nil {
-		tx.events.written = map[int64]bool{}
-	}
-	tx.events.written[o.ID] = true
-	return err
 }
 
 // WithoutOutbox returns db (the same pools) writing no events: for the

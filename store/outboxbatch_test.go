@@ -77,9 +77,9 @@ func TestOutboxBatchRowExpands(t *testing.T) {
 	})
 }
 
-// DecrementForOrder counts the order live in the decrement, and the
-// InsertOrder after it does not count it again; a failed order it counted
-// is taken off.
+// DecrementForOrder counts the order live and writes its order.placed in
+// the decrement, and the InsertOrder after it does neither again; it
+// refuses to insert such an order as anything but placed.
 func TestDecrementForOrderCountsLiveOnce(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, db *DB) {
 		createVoucher(t, db, 1, 10)
@@ -90,13 +90,24 @@ func TestDecrementForOrderCountsLiveOnce(t *testing.T) {
 				}
 				return tx.InsertOrder(t.Context(), o, 1)
 			})
-			if err != nil {
+			if o.ID == 2 {
+				wantCode(t, err, flashsale.EInvalid)
+			} else if err != nil {
 				t.Fatal(err)
 			}
 		}
 		v, err := db.FindVoucher(t.Context(), 1)
-		if err != nil || v.Orders != 1 || v.Remaining != 8 {
-			t.Fatalf("FindVoucher = %+v, %v; want 1 live order, 8 left", v, err)
+		if err != nil || v.Orders != 1 || v.Remaining != 9 {
+			t.Fatalf("FindVoucher = %+v, %v; want 1 live order, 9 left", v, err)
+		}
+		wantOutbox(t, db, "order.placed 1")
+		if _, err := db.SequenceEvents(t.Context(), 10); err != nil {
+			t.Fatal(err)
+		}
+		events, err := db.EventsAfter(t.Context(), 0, 10)
+		want, _ := json.Marshal((&flashsale.Order{ID: 1, VoucherID: 1, UserID: 1, Quantity: 1, Status: flashsale.StatusCreated}).EventData())
+		if err != nil || len(events) != 1 || string(events[0].Data) != string(want) {
+			t.Fatalf("EventsAfter = %+v, %v; want order 1 placed, %s", events, err, want)
 		}
 	})
 }
