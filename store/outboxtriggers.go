@@ -30,7 +30,9 @@ func placedTriggers(dialect string) []string {
 		return "INSERT INTO outbox (type, order_id, voucher_id, data, occurred_at, n) VALUES ('order.placed', 0, NEW.id, " + data + ", " + now + ", 1)"
 	}
 	if dialect == MySQL {
-		return []string{"CREATE TRIGGER vouchers_order_placed AFTER UPDATE ON vouchers FOR EACH ROW BEGIN " +
+		// PRECEDES: the order's event before the sold-out its decrement
+		// may write, as SQLite fires them (and as they were before).
+		return []string{"CREATE TRIGGER vouchers_order_placed AFTER UPDATE ON vouchers FOR EACH ROW PRECEDES vouchers_stock_events BEGIN " +
 			"IF NEW.placed_order <> OLD.placed_order THEN " + insert("CONCAT('[', NEW.placed_order, ']')", triggerNow(dialect)) + "; END IF; END"}
 	}
 	return []string{"CREATE TRIGGER vouchers_order_placed AFTER UPDATE OF placed_order ON vouchers WHEN NEW.placed_order <> OLD.placed_order BEGIN " +
