@@ -98,11 +98,6 @@ func unsequenced(ctx context.Context, q querier, max int) ([]unsequencedRow, err
 // eventColumns are the columns scanEvent reads.
 const eventColumns = "id, type, order_id, voucher_id, data, occurred_at, COALESCE(pos, 0), n"
 
-// maxRowEvents bounds the events of one outbox row (a batch row's orders:
-// one insertNewOrders chunk), so a reader looking for position p finds
-// its row at a position above p - maxRowEvents.
-const maxRowEvents = persistChunk
-
 // scanEvent reads eventColumns: one event, or the first of a batch row's
 // (n > 1 or order_id 0 with an order type), whose data is its order ids
 // (expand replaces them). An event's sequence, and so its id, is its
@@ -120,9 +115,10 @@ func scanEvent(row interface{ Scan(...any) error }) (OutboxEvent, int64, error) 
 }
 
 // EventsAfter returns up to limit sequenced events with a position above
-// after, oldest first.
+// after, oldest first: the rest of the row that holds after, if any, then
+// the rows above it.
 func (db *DB) EventsAfter(ctx context.Context, after int64, limit int) ([]OutboxEvent, error) {
-	events, err := db.events(ctx, "SELECT "+eventColumns+" FROM outbox WHERE pos > ? AND pos + n > ? ORDER BY pos LIMIT ?", after-maxRowEvents, after+1, limit)
+	events, err := db.rowAt(ctx, after)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +127,23 @@ func (db *DB) EventsAfter(ctx context.Context, after int64, limit int) ([]Outbox
 		i++
 	}
 	events = events[i:]
+	if len(events) < limit {
+		more, err := db.events(ctx, "SELECT "+eventColumns+" FROM outbox WHERE pos > ? ORDER BY pos LIMIT ?", after, limit-len(events))
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, more...)
+	}
 	return events[:min(len(events), limit)], nil
+}
+
+// rowAt returns the events of the row at or below position pos, the
+// nearest (none when there is none, or pos < 1): one index probe.
+func (db *DB) rowAt(ctx context.Context, pos int64) ([]OutboxEvent, error) {
+	if pos < 1 {
+		return nil, nil
+	}
+	return db.events(ctx, "SELECT "+eventColumns+" FROM outbox WHERE pos <= ? ORDER BY pos DESC LIMIT 1", pos)
 }
 
 // events runs a query of eventColumns and expands its batch rows.
@@ -359,8 +371,11 @@ func (db *DB) OutboxLag(ctx context.Context) ([]CursorLag, error) {
 	lags := []CursorLag{}
 	for _, c := range cursors {
 		l := CursorLag{Name: c.name, Backlog: max(head-c.pos, 0)}
-		q := "SELECT occurred_at FROM outbox WHERE pos > ? AND pos + n > ? ORDER BY pos LIMIT 1"
-		args := []any{c.pos - maxRowEvents, c.pos + 1}
+		// The row holding the cursor's position if it holds more, and
+		// the next row.
+		q := "SELECT MIN(occurred_at) FROM (SELECT occurred_at FROM outbox WHERE pos = (SELECT MAX(pos) FROM outbox WHERE pos <= ?) AND pos + n > ? " +
+			"UNION ALL SELECT occurred_at FROM (SELECT occurred_at FROM outbox WHERE pos > ? ORDER BY pos LIMIT 1) next) lag"
+		args := []any{c.pos, c.pos + 1, c.pos}
 		if c.name == SequenceName {
 			var n int
 			if err := db.r.QueryRowContext(ctx, "SELECT COALESCE(SUM(n), 0) FROM (SELECT n FROM outbox WHERE pos IS NULL LIMIT 10000) u").Scan(&n); err != nil {
@@ -368,7 +383,7 @@ func (db *DB) OutboxLag(ctx context.Context) ([]CursorLag, error) {
 			}
 			l.Backlog, q, args = int64(n), "SELECT occurred_at FROM outbox WHERE pos IS NULL ORDER BY id LIMIT 1", nil
 		}
-		err := db.r.QueryRowContext(ctx, q, args...).Scan(scanTime{&l.Oldest})
+		err := db.r.QueryRowContext(ctx, q, args...).Scan(scanNullTime{&l.Oldest})
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, wrap(fmt.Sprintf("outbox lag of %s", c.name), err)
 		}

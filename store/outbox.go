@@ -11,22 +11,24 @@ import (
 	"github.com/flashsale/flashsale"
 )
 
-// The transactional outbox's writing side. A transaction's changes add
-// their order events to the Tx as they happen, and DB.Tx writes them just
-// before it commits, in multi-row INSERTs of up to 500: an event exists if
-// and only if its change committed, at one more round trip per
-// transaction, not one per event. The voucher events are written by the
-// database itself, by triggers on the vouchers' stock (stocktriggers.go),
-// in the statement that changes it.
+// The transactional outbox's writing side. The order.placed events of
+// the orders a stock decrement places (DecrementForOrder; takeStock for
+// the batch strategy and the consumer's persist) are written by the
+// database, by a trigger on the decrement (outboxtriggers.go): one row
+// per decrement, type order.placed, order_id 0, n the number of orders
+// and data their ids, which the readers expand into one event each from
+// the orders table (events.go). An order's fields an order.placed shows
+// never change after the insert (its id, voucher, buyer, quantity,
+// pay_by; its status then follows from pay_by), and orders are never
+// deleted, so the expansion is the order as it was placed — and a sale's
+// transaction writes no event of its own: no round trip, no JSON. The
+// voucher events are written by triggers too (stocktriggers.go).
 //
-// A batch of new orders (PersistOrders, SellBatch: up to persistChunk per
-// statement) is one row, not one per order: type order.placed, order_id
-// 0, n the number of orders and data their ids (appendIDs), which the readers expand
-// into one event each from the orders table (events.go). An order's
-// fields an order.placed shows never change after the insert (its id,
-// voucher, buyer, quantity, pay_by; its status then follows from pay_by),
-// and orders are never deleted, so the expansion is the order as it was
-// placed, at the cost of one 500-id row instead of 500 rows of JSON.
+// Every other order event (paid, cancelled, expired, failed, and placed
+// by InsertOrder without DecrementForOrder) is added to the Tx as it
+// happens, and DB.Tx writes them just before it commits, in multi-row
+// INSERTs of up to 500: an event exists if and only if its change
+// committed, at one more round trip per transaction, not one per event.
 
 // outboxRows are the events a transaction will write.
 type outboxRows struct {
@@ -34,31 +36,19 @@ type outboxRows struct {
 }
 
 // outboxRow is a row the transaction will write: one order event with its
-// data, or (orders set) the order.placed events of a batch of new orders.
+// data.
 type outboxRow struct {
 	typ       flashsale.EventType
 	orderID   int64
 	voucherID int64
 	data      []byte
 	at        time.Time
-	orders    []int64
 }
 
 // addOrderEvent records an order event of o as it is now.
 func (tx *Tx) addOrderEvent(typ flashsale.EventType, o *flashsale.Order) {
 	tx.events.rows = append(tx.events.rows, outboxRow{typ: typ, orderID: o.ID, voucherID: o.VoucherID,
 		data: o.EventData().AppendJSON(nil), at: o.UpdatedAt})
-}
-
-// addPlacedBatch records the order.placed events of orders, new orders
-// just inserted (insertNewOrders: awaiting payment when they have a
-// PayBy, created otherwise), as one row.
-func (tx *Tx) addPlacedBatch(orders []flashsale.Order, at time.Time) {
-	ids := make([]int64, len(orders))
-	for i, o := range orders {
-		ids[i] = o.ID
-	}
-	tx.events.rows = append(tx.events.rows, outboxRow{typ: flashsale.EventOrderPlaced, at: at, orders: ids})
 }
 
 // WithoutOutbox returns db (the same pools) writing no events: for the
@@ -91,11 +81,7 @@ func (tx *Tx) writeEvents(ctx context.Context) error {
 			if !r.at.IsZero() {
 				t = dbTime(r.at)
 			}
-			data, n := r.data, 1
-			if r.orders != nil {
-				data, n = appendIDs(nil, r.orders), len(r.orders)
-			}
-			args = append(args, string(r.typ), r.orderID, r.voucherID, string(data), t, n)
+			args = append(args, string(r.typ), r.orderID, r.voucherID, string(r.data), t, 1)
 		}
 		if _, err := tx.w.ExecContext(ctx, b.String(), args...); err != nil {
 			return wrap(fmt.Sprintf("write %d events", len(chunk)), err)
