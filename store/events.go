@@ -202,6 +202,9 @@ func (db *DB) expand(ctx context.Context, events []OutboxEvent, batches []batchR
 		return nil, err
 	}
 	out := make([]OutboxEvent, 0, len(events)+len(ids))
+	// One buffer for every event's data (each keeps its own array if
+	// the buffer grows).
+	var buf []byte
 	next := 0
 	for i, b := range batches {
 		out = append(out, events[next:b.at]...)
@@ -212,11 +215,13 @@ func (db *DB) expand(ctx context.Context, events []OutboxEvent, batches []batchR
 				e.Pos = row.Pos + int64(j)
 			}
 			e.Sequence, e.ID, e.OrderID = e.Pos, flashsale.EventID(e.Pos), id
+			start := len(buf)
 			if o, ok := orders[id]; ok {
-				e.VoucherID, e.Data = o.VoucherID, o.EventData().AppendJSON(nil)
+				e.VoucherID, buf = o.VoucherID, o.AppendEventData(buf)
 			} else {
-				e.Data = flashsale.OrderData{OrderID: strconv.FormatInt(id, 10)}.AppendJSON(nil)
+				buf = flashsale.OrderData{OrderID: strconv.FormatInt(id, 10)}.AppendJSON(buf)
 			}
+			e.Data = buf[start:len(buf):len(buf)]
 			out = append(out, e)
 		}
 		next = b.at + 1

@@ -48,7 +48,7 @@ type outboxRow struct {
 // addOrderEvent records an order event of o as it is now.
 func (tx *Tx) addOrderEvent(typ flashsale.EventType, o *flashsale.Order) {
 	tx.events.rows = append(tx.events.rows, outboxRow{typ: typ, orderID: o.ID, voucherID: o.VoucherID,
-		data: o.EventData().AppendJSON(nil), at: o.UpdatedAt})
+		data: o.AppendEventData(nil), at: o.UpdatedAt})
 }
 
 // WithoutOutbox returns db (the same pools) writing no events: for the
