@@ -17,7 +17,7 @@ import (
 // database, by a trigger on the decrement (outboxtriggers.go): one row
 // per decrement, type order.placed, order_id 0, n the number of orders
 // and data their ids, which the readers expand into one event each from
-// the orders table (events.go). An order's fields an order.placed shows
+// the orders table (expand.go). An order's fields an order.placed shows
 // never change after the insert (its id, voucher, buyer, quantity,
 // pay_by; its status then follows from pay_by), and orders are never
 // deleted, so the expansion is the order as it was placed — and a sale's
@@ -93,7 +93,7 @@ func (tx *Tx) writeEvents(ctx context.Context) error {
 // appendIDs appends ids to b as a batch row's data: a JSON array of the
 // first id and then each id's difference from the one before. A batch's
 // ids are sorted and close together (one ID generator's range), so a
-// 19-digit id mostly costs a few digits: a row of 500 is 2 to 4 KB, not 10.
+// 19-digit id mostly costs a few digits: a row of 500 is 1 to 4 KB, not 10.
 func appendIDs(b []byte, ids []int64) []byte {
 	b = append(b, '[')
 	prev := int64(0)
