@@ -198,3 +198,26 @@ func TestEventJSON(t *testing.T) {
 		t.Error("Valid")
 	}
 }
+
+// TestOrderEventDataJSON: the hand-written encoders of an order event's
+// data write what encoding/json writes.
+func TestOrderEventDataJSON(t *testing.T) {
+	payBy := time.Date(2026, 11, 28, 20, 0, 0, 123456789, time.FixedZone("x", 3600))
+	for _, o := range []flashsale.Order{
+		{ID: 1, VoucherID: 2, UserID: 3, Status: flashsale.StatusCreated},
+		{ID: 4611686018427387904, VoucherID: 9, UserID: 1 << 40, Quantity: 3, Status: flashsale.StatusAwaitingPayment, PayBy: payBy},
+		{ID: 5, VoucherID: 6, UserID: 7, Status: flashsale.StatusPaid, PayBy: payBy},
+		{ID: 8, VoucherID: 6, UserID: 7, Status: flashsale.StatusPending, PayBy: payBy},
+	} {
+		want, err := json.Marshal(o.EventData())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.AppendEventData(nil); string(got) != string(want) {
+			t.Errorf("AppendEventData = %s, want %s", got, want)
+		}
+		if got := o.EventData().AppendJSON(nil); string(got) != string(want) {
+			t.Errorf("OrderData.AppendJSON = %s, want %s", got, want)
+		}
+	}
+}

@@ -28,10 +28,11 @@ type OutboxEvent struct {
 	Pos int64
 }
 
-// SequenceEvents gives up to max committed events without a position
-// their positions, in id order, and returns how many it gave. The
-// sequencers of every instance run one at a time (the sequence row's
-// lock); a row's position is above every position given before it.
+// SequenceEvents gives up to max committed rows without a position their
+// positions, in id order, and returns how many events it positioned (a
+// batch row holds several). The sequencers of every instance run one at a
+// time (the sequence row's lock); a row's first position is above every
+// position given before it, and a row of n events takes n positions.
 func (db *DB) SequenceEvents(ctx context.Context, max int) (int, error) {
 	var n int
 	err := db.Tx(ctx, func(tx *Tx) error {
@@ -42,43 +43,108 @@ func (db *DB) SequenceEvents(ctx context.Context, max int) (int, error) {
 		}
 		// A plain read: its snapshot starts now, after the lock, and a
 		// locking one would lock the gap new rows are inserted into.
-		ids, err := int64s(ctx, tx.w, "sequence events: find", "SELECT id FROM outbox WHERE pos IS NULL ORDER BY id LIMIT ?", max)
-		if err != nil || len(ids) == 0 {
+		rows, err := unsequenced(ctx, tx.w, max)
+		if err != nil || len(rows) == 0 {
 			return err
 		}
 		// pos = id + off keeps id order and starts at next; the gaps
-		// between ids stay gaps.
-		off := next - ids[0]
-		_, err = tx.w.ExecContext(ctx, "UPDATE outbox SET pos = id + ? WHERE id IN (?"+strings.Repeat(", ?", len(ids)-1)+")", append([]any{off}, anys(ids)...)...)
-		if err != nil {
-			return wrap("sequence events: set", err)
+		// between ids stay gaps, and off grows by n - 1 after a row of n
+		// events: one UPDATE per run of rows with one off.
+		off := next - rows[0].id
+		var run []any
+		for i, r := range rows {
+			run = append(run, r.id)
+			n += int(r.n)
+			if r.n == 1 && i < len(rows)-1 {
+				continue
+			}
+			_, err = tx.w.ExecContext(ctx, "UPDATE outbox SET pos = id + ? WHERE id IN (?"+strings.Repeat(", ?", len(run)-1)+")", append([]any{off}, run...)...)
+			if err != nil {
+				return wrap("sequence events: set", err)
+			}
+			off += r.n - 1
+			run = run[:0]
 		}
-		_, err = tx.w.ExecContext(ctx, "UPDATE outbox_cursors SET pos = ? WHERE name = ?", ids[len(ids)-1]+off+1, SequenceName)
-		n = len(ids)
+		last := rows[len(rows)-1]
+		_, err = tx.w.ExecContext(ctx, "UPDATE outbox_cursors SET pos = ? WHERE name = ?", last.id+off+1, SequenceName)
 		return wrap("sequence events: next", err)
 	})
 	return n, err
 }
 
-// eventColumns are the columns scanEvent reads.
-const eventColumns = "id, type, order_id, voucher_id, data, occurred_at, COALESCE(pos, 0)"
+// unsequencedRow is a row without a position: its id and events.
+type unsequencedRow struct{ id, n int64 }
 
-// scanEvent reads eventColumns.
-func scanEvent(row interface{ Scan(...any) error }) (OutboxEvent, error) {
+// unsequenced returns up to max committed rows without a position, by id.
+func unsequenced(ctx context.Context, q querier, max int) ([]unsequencedRow, error) {
+	rows, err := q.QueryContext(ctx, "SELECT id, n FROM outbox WHERE pos IS NULL ORDER BY id LIMIT ?", max)
+	if err != nil {
+		return nil, wrap("sequence events: find", err)
+	}
+	defer rows.Close()
+	var found []unsequencedRow
+	for rows.Next() {
+		var r unsequencedRow
+		if err := rows.Scan(&r.id, &r.n); err != nil {
+			return nil, wrap("sequence events: find", err)
+		}
+		found = append(found, r)
+	}
+	return found, wrap("sequence events: find", rows.Err())
+}
+
+// eventColumns are the columns scanEvent reads.
+const eventColumns = "id, type, order_id, voucher_id, data, occurred_at, COALESCE(pos, 0), n"
+
+// scanEvent reads eventColumns: one event, or the first of a batch row's
+// (n > 1 or order_id 0 with an order type), whose data is its order ids
+// (expand replaces them). An event's sequence, and so its id, is its
+// position (0 until sequenced).
+func scanEvent(row interface{ Scan(...any) error }) (OutboxEvent, int64, error) {
 	var e OutboxEvent
 	var data string
-	err := row.Scan(&e.Sequence, &e.Type, &e.OrderID, &e.VoucherID, &data, scanTime{&e.OccurredAt}, &e.Pos)
-	e.ID, e.Data = flashsale.EventID(e.Sequence), []byte(data)
-	return e, err
+	var id, n int64
+	err := row.Scan(&id, &e.Type, &e.OrderID, &e.VoucherID, &data, scanTime{&e.OccurredAt}, &e.Pos, &n)
+	e.Sequence, e.ID, e.Data = e.Pos, flashsale.EventID(e.Pos), []byte(data)
+	if e.OrderID == 0 && strings.HasPrefix(string(e.Type), "order.") {
+		return e, max(n, 1), err
+	}
+	return e, 0, err
 }
 
 // EventsAfter returns up to limit sequenced events with a position above
-// after, oldest first.
+// after, oldest first: the rest of the row that holds after, if any, then
+// the rows above it.
 func (db *DB) EventsAfter(ctx context.Context, after int64, limit int) ([]OutboxEvent, error) {
-	return db.events(ctx, "SELECT "+eventColumns+" FROM outbox WHERE pos > ? ORDER BY pos LIMIT ?", after, limit)
+	events, err := db.rowAt(ctx, after)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for i < len(events) && events[i].Pos <= after {
+		i++
+	}
+	events = events[i:]
+	if len(events) < limit {
+		more, err := db.events(ctx, "SELECT "+eventColumns+" FROM outbox WHERE pos > ? ORDER BY pos LIMIT ?", after, limit-len(events))
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, more...)
+	}
+	return events[:min(len(events), limit)], nil
 }
 
-// events runs a query of eventColumns.
+// rowAt returns the events of the row at or below position pos, the
+// nearest (none when there is none, or pos < 1): one index probe.
+func (db *DB) rowAt(ctx context.Context, pos int64) ([]OutboxEvent, error) {
+	if pos < 1 {
+		return nil, nil
+	}
+	return db.events(ctx, "SELECT "+eventColumns+" FROM outbox WHERE pos <= ? ORDER BY pos DESC LIMIT 1", pos)
+}
+
+// events runs a query of eventColumns and expands its batch rows.
 func (db *DB) events(ctx context.Context, query string, args ...any) ([]OutboxEvent, error) {
 	rows, err := db.r.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -86,14 +152,25 @@ func (db *DB) events(ctx context.Context, query string, args ...any) ([]OutboxEv
 	}
 	defer rows.Close()
 	events := []OutboxEvent{}
+	var batches []batchRow
 	for rows.Next() {
-		e, err := scanEvent(rows)
+		e, n, err := scanEvent(rows)
 		if err != nil {
 			return nil, wrap("read events", err)
 		}
+		if n > 0 {
+			batches = append(batches, batchRow{len(events), n})
+		}
 		events = append(events, e)
 	}
-	return events, wrap("read events", rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, wrap("read events", err)
+	}
+	rows.Close()
+	if len(batches) == 0 {
+		return events, nil
+	}
+	return db.expand(ctx, events, batches)
 }
 
 // ClaimCursor takes the named cursor's lease for owner until until, or
@@ -161,8 +238,8 @@ func (db *DB) PruneEvents(ctx context.Context, before time.Time, max int) (int, 
 			return 0, err
 		}
 	}
-	ids, err := db.int64s(ctx, "prune events", "SELECT id FROM outbox WHERE pos <= ? AND occurred_at < ? AND id < (SELECT MAX(id) FROM outbox) ORDER BY pos LIMIT ?",
-		low.Int64, dbTime(before), max)
+	ids, err := db.int64s(ctx, "prune events", "SELECT id FROM outbox WHERE pos <= ? AND pos + n - 1 <= ? AND occurred_at < ? AND id < (SELECT MAX(id) FROM outbox) ORDER BY pos LIMIT ?",
+		low.Int64, low.Int64, dbTime(before), max)
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
@@ -215,16 +292,19 @@ func (db *DB) OutboxLag(ctx context.Context) ([]CursorLag, error) {
 	lags := []CursorLag{}
 	for _, c := range cursors {
 		l := CursorLag{Name: c.name, Backlog: max(head-c.pos, 0)}
-		q := "SELECT occurred_at FROM outbox WHERE pos > ? ORDER BY pos LIMIT 1"
-		args := []any{c.pos}
+		// The row holding the cursor's position if it holds more, and
+		// the next row.
+		q := "SELECT MIN(occurred_at) FROM (SELECT occurred_at FROM outbox WHERE pos = (SELECT MAX(pos) FROM outbox WHERE pos <= ?) AND pos + n > ? " +
+			"UNION ALL SELECT occurred_at FROM (SELECT occurred_at FROM outbox WHERE pos > ? ORDER BY pos LIMIT 1) next) lag"
+		args := []any{c.pos, c.pos + 1, c.pos}
 		if c.name == SequenceName {
 			var n int
-			if err := db.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM outbox WHERE pos IS NULL LIMIT 10000) u").Scan(&n); err != nil {
+			if err := db.r.QueryRowContext(ctx, "SELECT COALESCE(SUM(n), 0) FROM (SELECT n FROM outbox WHERE pos IS NULL LIMIT 10000) u").Scan(&n); err != nil {
 				return nil, wrap("outbox lag", err)
 			}
 			l.Backlog, q, args = int64(n), "SELECT occurred_at FROM outbox WHERE pos IS NULL ORDER BY id LIMIT 1", nil
 		}
-		err := db.r.QueryRowContext(ctx, q, args...).Scan(scanTime{&l.Oldest})
+		err := db.r.QueryRowContext(ctx, q, args...).Scan(scanNullTime{&l.Oldest})
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, wrap(fmt.Sprintf("outbox lag of %s", c.name), err)
 		}

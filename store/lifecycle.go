@@ -69,7 +69,8 @@ func (tx *Tx) payOrder(ctx context.Context, p flashsale.Payment, now time.Time) 
 		return nil, false, wrap(fmt.Sprintf("pay order %d", o.ID), err)
 	}
 	o.Status, o.PaymentID, o.UpdatedAt = flashsale.StatusPaid, p.ID, t
-	return o, true, tx.addOrderEvent(flashsale.EventOrderPaid, o)
+	tx.addOrderEvent(flashsale.EventOrderPaid, o)
+	return o, true, nil
 }
 
 // payable returns nil when an order may be paid or cancelled at now, and
@@ -187,9 +188,7 @@ func (tx *Tx) close(ctx context.Context, orders []*flashsale.Order, status flash
 	}
 	for _, o := range orders {
 		o.Status, o.UpdatedAt = status, t
-		if err := tx.addOrderEvent(typ, o); err != nil {
-			return err
-		}
+		tx.addOrderEvent(typ, o)
 	}
 	return nil
 }

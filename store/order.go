@@ -26,7 +26,10 @@ func (q Queries) BuyerUnits(ctx context.Context, voucherID, userID int64) (units
 // an order awaiting payment must have. It adds a live order's units to its
 // buyer's (buyer_units) in the same transaction. It returns EDuplicateOrder
 // when the order's id is taken, and when the buyer's live units would pass
-// limit ELimitReached, or EDuplicateOrder for a limit of 1. It sets
+// limit ELimitReached, or EDuplicateOrder for a limit of 1. It counts a
+// live order among its voucher's (live_orders) and writes its
+// order.placed (or order.failed), unless DecrementForOrder did in this
+// transaction. It sets
 // o.CreatedAt and o.UpdatedAt to now. It does not touch the stock.
 func (db *DB) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) error {
 	return db.Tx(ctx, func(tx *Tx) error { return tx.InsertOrder(ctx, o, limit) })
@@ -40,10 +43,16 @@ func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) er
 	if !status.Live() && status != flashsale.StatusFailed || status == flashsale.StatusAwaitingPayment && o.PayBy.IsZero() {
 		return flashsale.Errorf(flashsale.EInvalid, "cannot insert an order with status %q", status)
 	}
-	if status.Live() {
+	counted := tx.liveCounted[o.ID]
+	if counted && status != flashsale.StatusCreated && status != flashsale.StatusAwaitingPayment {
+		return flashsale.Errorf(flashsale.EInvalid, "order %d took its stock with DecrementForOrder: it is created or awaiting payment, not %q", o.ID, status)
+	}
+	if status.Live() && !counted {
 		if err := tx.countLive(ctx, o.VoucherID, 1); err != nil {
 			return err
 		}
+	}
+	if status.Live() {
 		if err := tx.addUnits(ctx, []unitChange{{o.VoucherID, o.UserID, o.Units()}}, map[int64]int{o.VoucherID: limit}); err != nil {
 			return err
 		}
@@ -59,10 +68,13 @@ func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) er
 		return wrap(fmt.Sprintf("insert order %d", o.ID), err)
 	}
 	o.Status, o.Quantity, o.CreatedAt, o.UpdatedAt = status, o.Units(), t, t
-	if status == flashsale.StatusFailed {
-		return tx.addOrderEvent(flashsale.EventOrderFailed, o)
+	switch {
+	case status == flashsale.StatusFailed:
+		tx.addOrderEvent(flashsale.EventOrderFailed, o)
+	case !counted: // else the decrement's trigger wrote it
+		tx.addOrderEvent(flashsale.EventOrderPlaced, o)
 	}
-	return tx.addOrderEvent(flashsale.EventOrderPlaced, o)
+	return nil
 }
 
 // ErrKeyTaken is in the chain of InsertOrder's error when another order

@@ -2,74 +2,53 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flashsale/flashsale"
 )
 
-// The transactional outbox's writing side. A transaction's changes add
-// their order events to the Tx as they happen (addOrderEvent), and DB.Tx
-// writes them just before it commits, in multi-row INSERTs of up to 500:
-// an event exists if and only if its change committed, at one more round
-// trip per transaction, not one per event. The voucher events are written
-// by the database itself, by triggers on the vouchers' stock
-// (stocktriggers.go), in the statement that changes it.
+// The transactional outbox's writing side. The order.placed events of
+// the orders a stock decrement places (DecrementForOrder; takeStock for
+// the batch strategy and the consumer's persist) are written by the
+// database, by a trigger on the decrement (outboxtriggers.go): one row
+// per decrement, type order.placed, order_id 0, n the number of orders
+// and data their ids, which the readers expand into one event each from
+// the orders table (expand.go). An order's fields an order.placed shows
+// never change after the insert (its id, voucher, buyer, quantity,
+// pay_by; its status then follows from pay_by), and orders are never
+// deleted, so the expansion is the order as it was placed — and a sale's
+// transaction writes no event of its own: no round trip, no JSON. The
+// voucher events are written by triggers too (stocktriggers.go).
+//
+// Every other order event (paid, cancelled, expired, failed, and placed
+// by InsertOrder without DecrementForOrder) is added to the Tx as it
+// happens, and DB.Tx writes them just before it commits, in multi-row
+// INSERTs of up to 500: an event exists if and only if its change
+// committed, at one more round trip per transaction, not one per event.
 
 // outboxRows are the events a transaction will write.
 type outboxRows struct {
-	orders []orderEvent
-	// written are the orders whose order.placed was written already
-	// (WriteOrderPlaced).
-	written map[int64]bool
+	rows []outboxRow
 }
 
-// orderEvent is an order event: its type and the order after the change.
-type orderEvent struct {
-	typ  flashsale.EventType
-	o    flashsale.Order
-	data []byte
+// outboxRow is a row the transaction will write: one order event with its
+// data.
+type outboxRow struct {
+	typ       flashsale.EventType
+	orderID   int64
+	voucherID int64
+	data      []byte
+	at        time.Time
 }
 
 // addOrderEvent records an order event of o as it is now.
-func (tx *Tx) addOrderEvent(typ flashsale.EventType, o *flashsale.Order) error {
-	if typ == flashsale.EventOrderPlaced && tx.events.written[o.ID] {
-		return nil
-	}
-	data, err := json.Marshal(o.EventData())
-	if err != nil {
-		return fmt.Errorf("store: event data of order %d: %w", o.ID, err)
-	}
-	tx.events.orders = append(tx.events.orders, orderEvent{typ, *o, data})
-	return nil
-}
-
-// WriteOrderPlaced writes now the order.placed event of o, an order this
-// transaction is about to insert (InsertOrder: status created, or
-// awaiting payment with a PayBy), and InsertOrder will not write it
-// again. A strategy calls it before it takes the hot voucher's row lock,
-// so the write does not lengthen the time every buyer waits for that lock;
-// a rollback takes the event back with the order.
-func (tx *Tx) WriteOrderPlaced(ctx context.Context, o *flashsale.Order) error {
-	placed := *o
-	placed.Status, placed.Quantity, placed.UpdatedAt = flashsale.StatusCreated, o.Units(), now()
-	if !o.PayBy.IsZero() {
-		placed.Status = flashsale.StatusAwaitingPayment
-	}
-	pending := tx.events
-	tx.events = outboxRows{}
-	err := tx.addOrderEvent(flashsale.EventOrderPlaced, &placed)
-	if err == nil {
-		err = tx.writeEvents(ctx)
-	}
-	tx.events = pending
-	if tx.events.written == nil {
-		tx.events.written = map[int64]bool{}
-	}
-	tx.events.written[o.ID] = true
-	return err
+func (tx *Tx) addOrderEvent(typ flashsale.EventType, o *flashsale.Order) {
+	tx.events.rows = append(tx.events.rows, outboxRow{typ: typ, orderID: o.ID, voucherID: o.VoucherID,
+		data: o.AppendEventData(nil), at: o.UpdatedAt})
 }
 
 // WithoutOutbox returns db (the same pools) writing no events: for the
@@ -80,34 +59,69 @@ func (db *DB) WithoutOutbox() *DB {
 	return &c
 }
 
-// writeEvents writes the transaction's events to the outbox, order events
-// in the order they happened, then the voucher events whose condition
-// holds.
+// writeEvents writes the transaction's order events to the outbox, in the
+// order they happened.
 func (tx *Tx) writeEvents(ctx context.Context) error {
-	rows := tx.events.orders
-	tx.events.orders = nil
-	if tx.noOutbox {
+	rows := tx.events.rows
+	tx.events.rows = nil
+	if tx.noOutbox || len(rows) == 0 {
 		return nil
 	}
 	at := dbTime(now())
 	for chunk := range slices.Chunk(rows, persistChunk) {
 		var b strings.Builder
-		args := make([]any, 0, 5*len(chunk))
-		b.WriteString("INSERT INTO outbox (type, order_id, voucher_id, data, occurred_at) VALUES ")
-		for i, e := range chunk {
+		args := make([]any, 0, 6*len(chunk))
+		b.WriteString("INSERT INTO outbox (type, order_id, voucher_id, data, occurred_at, n) VALUES ")
+		for i, r := range chunk {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?)")
 			t := at
-			if !e.o.UpdatedAt.IsZero() {
-				t = dbTime(e.o.UpdatedAt)
+			if !r.at.IsZero() {
+				t = dbTime(r.at)
 			}
-			args = append(args, string(e.typ), e.o.ID, e.o.VoucherID, string(e.data), t)
+			args = append(args, string(r.typ), r.orderID, r.voucherID, string(r.data), t, 1)
 		}
 		if _, err := tx.w.ExecContext(ctx, b.String(), args...); err != nil {
 			return wrap(fmt.Sprintf("write %d events", len(chunk)), err)
 		}
 	}
 	return nil
+}
+
+// appendIDs appends ids to b as a batch row's data: a JSON array of the
+// first id and then each id's difference from the one before. A batch's
+// ids are sorted and close together (one ID generator's range), so a
+// 19-digit id mostly costs a few digits: a row of 500 is 1 to 4 KB, not 10.
+func appendIDs(b []byte, ids []int64) []byte {
+	b = append(b, '[')
+	prev := int64(0)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id-prev, 10)
+		prev = id
+	}
+	return append(b, ']')
+}
+
+// parseIDs reads appendIDs' array.
+func parseIDs(data string) ([]int64, error) {
+	inner := strings.TrimSuffix(strings.TrimPrefix(data, "["), "]")
+	if inner == data || inner == "" {
+		return nil, fmt.Errorf("store: batch row data %.40q is not an array of order ids", data)
+	}
+	ids := make([]int64, 0, strings.Count(inner, ",")+1)
+	prev := int64(0)
+	for s := range strings.SplitSeq(inner, ",") {
+		d, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("store: batch row data: %w", err)
+		}
+		prev += d
+		ids = append(ids, prev)
+	}
+	return ids, nil
 }

@@ -169,22 +169,22 @@ func (tx *Tx) persistNew(ctx context.Context, dialect string, orders []flashsale
 	return res, nil
 }
 
-// takeStockAndUnits takes the orders' units from their vouchers' stock and
-// adds them to their buyers', in that order (vouchers by id, then buyers).
+// takeStockAndUnits takes the orders' units from their vouchers' stock,
+// counts them live and writes their order.placed, one statement per
+// voucher, and adds them to their buyers', in that order (vouchers by id,
+// then buyers).
 func (tx *Tx) takeStockAndUnits(ctx context.Context, orders []flashsale.Order) error {
-	perVoucher, live := map[int64]int{}, map[int64]int{}
+	perVoucher, placed := map[int64]int{}, map[int64][]int64{}
 	changes := make([]unitChange, len(orders))
 	for i, o := range orders {
 		perVoucher[o.VoucherID] += o.Units()
-		live[o.VoucherID]++
+		placed[o.VoucherID] = append(placed[o.VoucherID], o.ID)
 		changes[i] = unitChange{o.VoucherID, o.UserID, o.Units()}
 	}
 	vouchers := slices.Sorted(maps.Keys(perVoucher))
 	for _, v := range vouchers {
-		if err := tx.takeStock(ctx, v, perVoucher[v]); err != nil {
-			return err
-		}
-		if err := tx.countLive(ctx, v, live[v]); err != nil {
+		slices.Sort(placed[v])
+		if err := tx.takeStock(ctx, v, perVoucher[v], placed[v]); err != nil {
 			return err
 		}
 	}
@@ -332,11 +332,6 @@ func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flas
 				updated = dbTime(o.UpdatedAt)
 			}
 			args = append(args, o.ID, o.VoucherID, o.UserID, o.Units(), string(status), nullTime(o.PayBy), nullString(o.IdempotencyKey), created, updated)
-			placed := o
-			placed.Status, placed.Quantity, placed.UpdatedAt = status, o.Units(), tnow
-			if err := tx.addOrderEvent(flashsale.EventOrderPlaced, &placed); err != nil {
-				return err
-			}
 		}
 		res, err := tx.w.ExecContext(ctx, b.String(), args...)
 		if err != nil {
@@ -355,10 +350,12 @@ func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flas
 }
 
 // takeStock takes n from the voucher's remaining stock if that much is
-// left, and returns a *StockShortError otherwise, or a
-// *UnknownVoucherError when there is no such voucher.
-func (tx *Tx) takeStock(ctx context.Context, voucherID int64, n int) error {
-	ok, err := tx.DecrementRemaining(ctx, voucherID, n)
+// left for the orders placed (their ids, sorted), counting them live and
+// writing their order.placed in the same statement (decrement), and
+// returns a *StockShortError otherwise, or a *UnknownVoucherError when
+// there is no such voucher.
+func (tx *Tx) takeStock(ctx context.Context, voucherID int64, n int, placed []int64) error {
+	ok, err := tx.decrement(ctx, voucherID, n, len(placed), tx.placedData(placed))
 	if err != nil || ok {
 		return err
 	}

@@ -28,16 +28,24 @@ func stockEvent(typ, now string) string {
 		"JSON_OBJECT('id', CAST(NEW.id AS CHAR), 'title', NEW.title, 'stock', NEW.stock, 'remaining', NEW.remaining), " + now + ")"
 }
 
+// triggerNow is the dialect's current UTC time in a trigger, as dbTime
+// writes it.
+func triggerNow(dialect string) string {
+	if dialect == MySQL {
+		return "DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')"
+	}
+	return "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
+}
+
 // stockTriggers returns the statements that create the triggers.
 func stockTriggers(dialect string) []string {
+	now := triggerNow(dialect)
 	if dialect == MySQL {
-		now := "DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')"
 		return []string{"CREATE TRIGGER vouchers_stock_events AFTER UPDATE ON vouchers FOR EACH ROW BEGIN " +
 			"IF NEW.remaining = 0 AND OLD.remaining > 0 THEN " + stockEvent("voucher.sold_out", now) + "; " +
 			"ELSEIF OLD.remaining = 0 AND NEW.remaining > 0 THEN " + stockEvent("voucher.restocked", now) + "; " +
 			"END IF; END"}
 	}
-	now := "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
 	return []string{
 		"CREATE TRIGGER vouchers_sold_out AFTER UPDATE OF remaining ON vouchers WHEN NEW.remaining = 0 AND OLD.remaining > 0 BEGIN " +
 			stockEvent("voucher.sold_out", now) + "; END",
@@ -49,15 +57,15 @@ func stockTriggers(dialect string) []string {
 // stockEventsMigration returns migration 00012 for the dialect.
 func stockEventsMigration(dialect string) *goose.Migration {
 	drop := []string{"DROP TRIGGER IF EXISTS vouchers_stock_events", "DROP TRIGGER IF EXISTS vouchers_sold_out", "DROP TRIGGER IF EXISTS vouchers_restocked"}
-	return goose.NewGoMigration(stockEventsVersion, &goose.GoFunc{RunTx: execAll(stockTriggers(dialect))}, &goose.GoFunc{RunTx: execAll(drop)})
+	return goose.NewGoMigration(stockEventsVersion, &goose.GoFunc{RunTx: execAll(stockEventsVersion, stockTriggers(dialect))}, &goose.GoFunc{RunTx: execAll(stockEventsVersion, drop)})
 }
 
-// execAll runs the statements in a migration's transaction.
-func execAll(stmts []string) func(ctx context.Context, tx *sql.Tx) error {
+// execAll runs the statements in migration version's transaction.
+func execAll(version int, stmts []string) func(ctx context.Context, tx *sql.Tx) error {
 	return func(ctx context.Context, tx *sql.Tx) error {
 		for _, s := range stmts {
 			if _, err := tx.ExecContext(ctx, s); err != nil {
-				return fmt.Errorf("store: migration %d: %w", stockEventsVersion, err)
+				return fmt.Errorf("store: migration %d: %w", version, err)
 			}
 		}
 		return nil

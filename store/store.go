@@ -65,6 +65,8 @@ type Tx struct {
 	// just before it commits (outbox.go), unless noOutbox.
 	events   outboxRows
 	noOutbox bool
+	// liveCounted are the orders DecrementForOrder counted live already.
+	liveCounted map[int64]bool
 }
 
 var (

@@ -37,14 +37,13 @@ func (s *base) take(ctx context.Context, tx *store.Tx, v *flashsale.Voucher, o *
 	if err := checkLimit(ctx, tx.Queries, v, o); err != nil {
 		return err
 	}
-	// Before the voucher's row lock: every buyer waits for that lock.
-	if err := tx.WriteOrderPlaced(ctx, o); err != nil {
-		return err
-	}
 	if err := s.raceWindow(ctx); err != nil {
 		return err
 	}
-	ok, err := tx.DecrementRemaining(ctx, o.VoucherID, o.Units())
+	// Takes the stock, counts the order live and writes its order.placed
+	// in one statement: the one write of the voucher's row every buyer
+	// waits for.
+	ok, err := tx.DecrementForOrder(ctx, o)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,54 @@
+package store
+
+import (
+	"github.com/pressly/goose/v3"
+)
+
+// Migration 00013 (Go, for the triggers' two syntaxes) makes outbox rows
+// that hold several events, and lets the stock decrement that places
+// orders write their order.placed:
+//
+//   - outbox.n: the events of a row. The order.placed events of the
+//     orders one decrement placed are one row with order_id 0 and data
+//     the orders' ids (appendIDs), which the readers expand from the
+//     orders table (events.go); every other row holds one event. The
+//     sequencer gives a row n positions, and an event's sequence and id
+//     are its position.
+//   - vouchers.placed_orders: the ids of the orders the voucher's last
+//     placing decrement was for (DecrementForOrder for the conditional
+//     and lock strategies; the batch strategy's and the consumer's
+//     decrement, one per voucher of a batch). The trigger below copies
+//     them into the outbox in the decrementing statement: no round trip
+//     of its own, as the stock triggers of 00012 write the voucher events.
+
+// outboxBatchesVersion is the migration's version.
+const outboxBatchesVersion = 13
+
+// placedTriggers returns the statements that create the order.placed
+// trigger.
+func placedTriggers(dialect string) []string {
+	insert := "INSERT INTO outbox (type, order_id, voucher_id, data, occurred_at, n) VALUES ('order.placed', 0, NEW.id, NEW.placed_orders, " +
+		triggerNow(dialect) + ", LENGTH(NEW.placed_orders) - LENGTH(REPLACE(NEW.placed_orders, ',', '')) + 1)"
+	if dialect == MySQL {
+		// PRECEDES: the orders' event before the sold-out their decrement
+		// may write, as SQLite fires them.
+		return []string{"CREATE TRIGGER vouchers_order_placed AFTER UPDATE ON vouchers FOR EACH ROW PRECEDES vouchers_stock_events BEGIN " +
+			"IF NEW.placed_orders <> OLD.placed_orders THEN " + insert + "; END IF; END"}
+	}
+	return []string{"CREATE TRIGGER vouchers_order_placed AFTER UPDATE OF placed_orders ON vouchers WHEN NEW.placed_orders <> OLD.placed_orders BEGIN " +
+		insert + "; END"}
+}
+
+// outboxBatchesMigration returns migration 00013 for the dialect.
+func outboxBatchesMigration(dialect string) *goose.Migration {
+	up := append([]string{
+		"ALTER TABLE outbox ADD COLUMN n INT NOT NULL DEFAULT 1",
+		"ALTER TABLE vouchers ADD COLUMN placed_orders TEXT NOT NULL DEFAULT ''",
+	}, placedTriggers(dialect)...)
+	down := []string{
+		"DROP TRIGGER IF EXISTS vouchers_order_placed",
+		"ALTER TABLE vouchers DROP COLUMN placed_orders",
+		"ALTER TABLE outbox DROP COLUMN n",
+	}
+	return goose.NewGoMigration(outboxBatchesVersion, &goose.GoFunc{RunTx: execAll(outboxBatchesVersion, up)}, &goose.GoFunc{RunTx: execAll(outboxBatchesVersion, down)})
+}
