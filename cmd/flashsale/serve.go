@@ -164,6 +164,9 @@ func (c *serveConfig) validate() error {
 	if c.expireEvery <= 0 {
 		return errors.New("--expire-every must be positive")
 	}
+	if c.maxPending < 0 || c.maxGateWait < 0 {
+		return errors.New("--max-pending and --max-gate-wait must not be negative (0: the default)")
+	}
 	if c.pprof && c.metricsAddr == "" {
 		return errors.New("--pprof needs --metrics-addr: profiles are never served on --addr")
 	}
