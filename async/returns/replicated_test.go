@@ -50,7 +50,8 @@ func TestRestockReplicatedWaitsForTheReplica(t *testing.T) {
 		}
 	}
 	rep.Resume()
-	if err := r.Restock(ctx, []*flashsale.Order{closed}); err != nil {
+	cfg.Durability.ReplicaTimeout = 10 * time.Second // what a loaded machine's replica meets
+	if err := async.Returns(e.Client, cfg).Restock(ctx, []*flashsale.Order{closed}); err != nil {
 		t.Fatalf("Restock once the replica runs = %v", err)
 	}
 	stock, err := rc.Do(ctx, rc.B().Hget().Key(e.Keys.Voucher(v.ID).Meta).Field(layout.FieldStock).Build()).AsInt64()

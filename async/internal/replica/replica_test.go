@@ -18,7 +18,10 @@ func TestWait(t *testing.T) {
 	primary, rep := testenv.StartReplicated(t)
 	client, rc := primary.Client(t), rep.Client(t)
 	ctx := context.Background()
-	w := replica.Wait{Key: "{v1}:sync", Replicas: 1, Timeout: 100 * time.Millisecond}
+	// A timeout that a loaded machine's replica meets, and a short one for
+	// the stopped replica (WAIT then waits all of it).
+	w := replica.Wait{Key: "{v1}:sync", Replicas: 1, Timeout: 10 * time.Second}
+	stalled := replica.Wait{Key: "{v1}:sync", Replicas: 1, Timeout: 100 * time.Millisecond}
 
 	res, err := w.Do(ctx, client, client.B().Incr().Key("{v1}:n").Build(), client.B().Get().Key("{v1}:none").Build())
 	if err != nil || len(res) != 2 {
@@ -36,7 +39,7 @@ func TestWait(t *testing.T) {
 	if err := client.Do(ctx, client.B().Incr().Key("{v1}:n").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Do(ctx, client); err == nil || !strings.Contains(err.Error(), "0 of 1 replicas acknowledged") {
+	if _, err := stalled.Do(ctx, client); err == nil || !strings.Contains(err.Error(), "0 of 1 replicas acknowledged") {
 		t.Errorf("Do with the replica stopped = %v; want 0 of 1 acknowledged", err)
 	}
 	rep.Resume()
