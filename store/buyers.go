@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // BuyerNumber returns the number of an identity provider's (issuer,
@@ -64,8 +63,7 @@ func (db *DB) BuyerNumbers(ctx context.Context, issuer string, subjects []string
 // error (a subject too long) is not turned into a warning and a truncated
 // subject.
 func (db *DB) numberBuyers(ctx context.Context, issuer string, subjects []string) (map[string]int64, error) {
-	q := "INSERT INTO buyer_subjects (issuer, subject, created_at) VALUES (?, ?, ?)" +
-		strings.Repeat(", (?, ?, ?)", len(subjects)-1)
+	q := "INSERT INTO buyer_subjects (issuer, subject, created_at) VALUES " + valueRows(len(subjects), 3)
 	at := dbTime(now())
 	args := make([]any, 0, 3*len(subjects))
 	for _, s := range subjects {
@@ -91,8 +89,7 @@ func (db *DB) numberBuyers(ctx context.Context, issuer string, subjects []string
 	for _, s := range subjects {
 		args = append(args, s)
 	}
-	return scanBuyers(db.w.QueryContext(ctx, "SELECT subject, id FROM buyer_subjects WHERE issuer = ? AND subject IN (?"+
-		strings.Repeat(", ?", len(subjects)-1)+")", args...))
+	return scanBuyers(db.w.QueryContext(ctx, "SELECT subject, id FROM buyer_subjects WHERE issuer = ? AND subject IN "+placeholders(len(subjects)), args...))
 }
 
 // scanBuyers reads (subject, id) rows.

@@ -58,7 +58,7 @@ func (db *DB) SequenceEvents(ctx context.Context, max int) (int, error) {
 			if r.n == 1 && i < len(rows)-1 {
 				continue
 			}
-			_, err = tx.w.ExecContext(ctx, "UPDATE outbox SET pos = id + ? WHERE id IN (?"+strings.Repeat(", ?", len(run)-1)+")", append([]any{off}, run...)...)
+			_, err = tx.w.ExecContext(ctx, "UPDATE outbox SET pos = id + ? WHERE id IN "+placeholders(len(run)), append([]any{off}, run...)...)
 			if err != nil {
 				return wrap("sequence events: set", err)
 			}
@@ -243,7 +243,7 @@ func (db *DB) PruneEvents(ctx context.Context, before time.Time, max int) (int, 
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	_, err = db.w.ExecContext(ctx, "DELETE FROM outbox WHERE id IN (?"+strings.Repeat(", ?", len(ids)-1)+")", anys(ids)...)
+	_, err = db.w.ExecContext(ctx, "DELETE FROM outbox WHERE id IN "+placeholders(len(ids)), anys(ids)...)
 	if err != nil {
 		return 0, wrap("prune events", err)
 	}

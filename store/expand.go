@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/flashsale/flashsale"
 )
@@ -72,7 +71,7 @@ func (db *DB) expand(ctx context.Context, events []OutboxEvent, batches []batchR
 func (db *DB) placedOrders(ctx context.Context, ids []int64) (map[int64]*flashsale.Order, error) {
 	orders := make(map[int64]*flashsale.Order, len(ids))
 	for chunk := range slices.Chunk(ids, persistChunk) {
-		rows, err := db.r.QueryContext(ctx, "SELECT id, voucher_id, user_id, quantity, pay_by FROM orders WHERE id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", anys(chunk)...)
+		rows, err := db.r.QueryContext(ctx, "SELECT id, voucher_id, user_id, quantity, pay_by FROM orders WHERE id IN "+placeholders(len(chunk)), anys(chunk)...)
 		if err != nil {
 			return nil, wrap("read placed orders", err)
 		}

@@ -10,7 +10,6 @@ import (
 	"math"
 	"math/bits"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -131,7 +130,7 @@ func (db *DB) ExpireDue(ctx context.Context, now time.Time, max int) ([]*flashsa
 	}
 	var expired []*flashsale.Order
 	err = db.txRetrying(ctx, func(tx *Tx) error {
-		orders, err := tx.lockOrders(ctx, "id IN (?"+strings.Repeat(", ?", len(ids)-1)+") AND status = 'awaiting_payment' AND pay_by <= ?", append(anys(ids), dbTime(now))...)
+		orders, err := tx.lockOrders(ctx, "id IN "+placeholders(len(ids))+" AND status = 'awaiting_payment' AND pay_by <= ?", append(anys(ids), dbTime(now))...)
 		if err != nil || len(orders) == 0 {
 			return err
 		}
@@ -166,7 +165,7 @@ func (tx *Tx) close(ctx context.Context, orders []*flashsale.Order, status flash
 		live[o.VoucherID]++
 		units[i] = unitChange{o.VoucherID, o.UserID, o.Units()}
 	}
-	_, err := tx.w.ExecContext(ctx, "UPDATE orders SET status = ?, return_pending = 1, updated_at = ? WHERE id IN (?"+strings.Repeat(", ?", len(ids)-1)+")",
+	_, err := tx.w.ExecContext(ctx, "UPDATE orders SET status = ?, return_pending = 1, updated_at = ? WHERE id IN "+placeholders(len(ids)),
 		append([]any{string(status), dbTime(t)}, anys(ids)...)...)
 	if err != nil {
 		return wrap(fmt.Sprintf("close %d orders", len(ids)), err)
@@ -221,7 +220,7 @@ func (db *DB) PendingReturnsOf(ctx context.Context, voucherID int64, before time
 // MarkReturned records that the orders' returns are done.
 func (db *DB) MarkReturned(ctx context.Context, ids []int64) error {
 	for chunk := range slices.Chunk(ids, persistChunk) {
-		_, err := db.w.ExecContext(ctx, "UPDATE orders SET return_pending = 0 WHERE id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", anys(chunk)...)
+		_, err := db.w.ExecContext(ctx, "UPDATE orders SET return_pending = 0 WHERE id IN "+placeholders(len(chunk)), anys(chunk)...)
 		if err != nil {
 			return wrap(fmt.Sprintf("mark %d returns done", len(chunk)), err)
 		}

@@ -72,11 +72,8 @@ func (tx *Tx) writeEvents(ctx context.Context) error {
 		var b strings.Builder
 		args := make([]any, 0, 6*len(chunk))
 		b.WriteString("INSERT INTO outbox (type, order_id, voucher_id, data, occurred_at, n) VALUES ")
-		for i, r := range chunk {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?, ?, ?, ?)")
+		b.WriteString(valueRows(len(chunk), 6))
+		for _, r := range chunk {
 			t := at
 			if !r.at.IsZero() {
 				t = dbTime(r.at)

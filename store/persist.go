@@ -261,7 +261,7 @@ func (tx *Tx) keptOut(ctx context.Context, dialect string, orders []flashsale.Or
 		for i, o := range chunk {
 			args[i] = o.ID
 		}
-		ids, err := int64s(ctx, tx.w, "persist orders: look up skipped", "SELECT id FROM orders WHERE id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")"+forUpdate(dialect), args...)
+		ids, err := int64s(ctx, tx.w, "persist orders: look up skipped", "SELECT id FROM orders WHERE id IN "+placeholders(len(chunk))+forUpdate(dialect), args...)
 		if err != nil {
 			return err
 		}
@@ -289,7 +289,7 @@ func (tx *Tx) storedIDs(ctx context.Context, orders []flashsale.Order) (map[int6
 		for i, o := range chunk {
 			args[i] = o.ID
 		}
-		stored, err := int64s(ctx, tx.r, "persist orders: look up", "SELECT id FROM orders WHERE id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", args...)
+		stored, err := int64s(ctx, tx.r, "persist orders: look up", "SELECT id FROM orders WHERE id IN "+placeholders(len(chunk)), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -315,11 +315,8 @@ func (tx *Tx) insertNewOrders(ctx context.Context, dialect string, orders []flas
 		var b strings.Builder
 		args := make([]any, 0, 9*len(chunk))
 		b.WriteString(insertIgnoreVerb(dialect) + " orders (id, voucher_id, user_id, quantity, status, pay_by, idempotency_key, created_at, updated_at) VALUES ")
-		for i, o := range chunk {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString(valueRows(len(chunk), 9))
+		for _, o := range chunk {
 			status := flashsale.StatusCreated
 			if !o.PayBy.IsZero() {
 				status = flashsale.StatusAwaitingPayment

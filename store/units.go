@@ -50,11 +50,8 @@ func (tx *Tx) addUnits(ctx context.Context, changes []unitChange, limits map[int
 		var b strings.Builder
 		args := make([]any, 0, 4*len(chunk))
 		b.WriteString("INSERT INTO buyer_units (voucher_id, user_id, units, max_units) VALUES ")
-		for i, c := range chunk {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?, ?)")
+		b.WriteString(valueRows(len(chunk), 4))
+		for _, c := range chunk {
 			// A first order above the limit fails the CHECK as an insert.
 			args = append(args, c.voucher, c.user, c.units, max(limits[c.voucher], 1))
 		}
@@ -85,7 +82,7 @@ func (tx *Tx) takeUnits(ctx context.Context, changes []unitChange) error {
 	})
 	for _, k := range keys {
 		for users := range slices.Chunk(groups[k], persistChunk) {
-			query := "UPDATE buyer_units SET units = units - ? WHERE voucher_id = ? AND user_id IN (?" + strings.Repeat(", ?", len(users)-1) + ")"
+			query := "UPDATE buyer_units SET units = units - ? WHERE voucher_id = ? AND user_id IN " + placeholders(len(users))
 			res, err := tx.w.ExecContext(ctx, query, append([]any{k.units, k.voucher}, users...)...)
 			if err != nil {
 				return wrap(fmt.Sprintf("take buyer units of voucher %d", k.voucher), err)
@@ -120,7 +117,7 @@ func (tx *Tx) buyerLimits(ctx context.Context, vouchers []int64) (map[int64]int,
 	if len(vouchers) == 0 {
 		return limits, nil
 	}
-	rows, err := tx.r.QueryContext(ctx, "SELECT id, limit_per_buyer FROM vouchers WHERE id IN (?"+strings.Repeat(", ?", len(vouchers)-1)+")", anys(vouchers)...)
+	rows, err := tx.r.QueryContext(ctx, "SELECT id, limit_per_buyer FROM vouchers WHERE id IN "+placeholders(len(vouchers)), anys(vouchers)...)
 	if err != nil {
 		return nil, wrap("limits per buyer", err)
 	}
@@ -177,7 +174,7 @@ func (tx *Tx) buyerRoom(ctx context.Context, orders []flashsale.Order) (room, er
 
 // readUnits adds to units the live units of the voucher's given users.
 func (tx *Tx) readUnits(ctx context.Context, voucherID int64, users []any, units map[pair]int) error {
-	rows, err := tx.r.QueryContext(ctx, "SELECT user_id, units FROM buyer_units WHERE voucher_id = ? AND user_id IN (?"+strings.Repeat(", ?", len(users)-1)+")",
+	rows, err := tx.r.QueryContext(ctx, "SELECT user_id, units FROM buyer_units WHERE voucher_id = ? AND user_id IN "+placeholders(len(users)),
 		append([]any{voucherID}, users...)...)
 	if err != nil {
 		return wrap("buyer units", err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -210,7 +209,7 @@ func (db *DB) ReloadSnapshot(ctx context.Context, id int64, stream []int64) (v *
 			for i, id := range chunk {
 				args[i] = id
 			}
-			streamed, err := tx.ordersOf(ctx, id, "id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", args...)
+			streamed, err := tx.ordersOf(ctx, id, "id IN "+placeholders(len(chunk)), args...)
 			if err != nil {
 				return err
 			}
