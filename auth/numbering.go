@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/groupcommit"
 )
 
 // BuyerBatch is the most subjects numbered in one BuyerStore call.
@@ -14,134 +17,112 @@ const BuyerBatch = 256
 // a burst of new buyers costs a few round trips, not one each.
 const numberingSlots = 2
 
+// numberingTimeout bounds one batch's store calls: its own, not any
+// caller's, since a batch serves many.
+const numberingTimeout = 10 * time.Second
+
 // numbering numbers the subjects the subject cache does not know, in
-// batches (group commit): a caller adds its subject to the batch being
-// filled, then either a slot frees, and it numbers the oldest batch
-// waiting, or its own batch is numbered by another caller. Concurrent
-// requests of one subject share its batch.
+// batches: the group commit of internal/groupcommit, on one queue. A
+// subject's numbering is a flight that runs to its end in the background,
+// whoever waits for it: the callers of a subject share its flight, and
+// each stops waiting when its own request ends, while the flight still
+// puts the number in the subject cache for the next request.
 type numbering struct {
-	store BuyerStore
-	cache *subjectCache
-	slots chan struct{}
+	store   BuyerStore
+	cache   *subjectCache
+	batches groupcommit.Map[struct{}, *flight]
 
 	mu      sync.Mutex
-	queue   []*batch              // batches waiting for a slot, oldest first
-	waiting map[subjectKey]*batch // every subject queued or being numbered
+	flights map[subjectKey]*flight // the subjects on their way
 }
 
-// batch is a group of subjects numbered together: ids (or err) are set
-// before done closes.
-type batch struct {
-	keys []subjectKey
-	ids  map[subjectKey]int64
-	err  error
-	done chan struct{}
+// flight is one subject's numbering: id or err are set before ready
+// closes.
+type flight struct {
+	groupcommit.Call
+	key   subjectKey
+	id    int64
+	err   error
+	ready chan struct{}
 }
 
 func newNumbering(store BuyerStore, cache *subjectCache) *numbering {
-	return &numbering{store: store, cache: cache, slots: make(chan struct{}, numberingSlots), waiting: map[subjectKey]*batch{}}
+	return &numbering{store: store, cache: cache, flights: map[subjectKey]*flight{}}
 }
 
 // number returns the number of k, numbering it durably (in the store
 // before it returns) if it is new; the subject cache has it after. A
-// caller that ends waits no longer, unless it is numbering a batch: the
-// batch's other callers wait on that.
+// caller whose ctx ends stops waiting with the buyer error; the flight
+// goes on.
 func (n *numbering) number(ctx context.Context, k subjectKey) (int64, error) {
-	b := n.join(k)
-	for queued := true; queued; {
-		select {
-		case <-b.done:
-			queued = false
-		case <-ctx.Done():
-			return 0, fmt.Errorf("%w: %w", errBuyer, ctx.Err())
-		case n.slots <- struct{}{}:
-			next := n.take()
-			if next != nil {
-				n.run(context.WithoutCancel(ctx), next)
-			}
-			<-n.slots
-			// None waiting: b is being numbered by another caller.
-			queued = next != nil
-		}
-	}
+	f := n.flight(k)
 	select {
-	case <-b.done:
+	case <-f.ready:
+		return f.id, f.err
 	case <-ctx.Done():
 		return 0, fmt.Errorf("%w: %w", errBuyer, ctx.Err())
 	}
-	if b.err != nil {
-		return 0, b.err
-	}
-	return b.ids[k], nil
 }
 
-// join returns the batch that numbers k: the one it is already in, else
-// the newest waiting one (a new one if that is full or none waits).
-func (n *numbering) join(k subjectKey) *batch {
+// flight returns k's flight, starting one when none is on its way.
+func (n *numbering) flight(k subjectKey) *flight {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if b, ok := n.waiting[k]; ok {
-		return b
+	if f, ok := n.flights[k]; ok {
+		return f
 	}
-	if len(n.queue) == 0 || len(n.queue[len(n.queue)-1].keys) >= BuyerBatch {
-		n.queue = append(n.queue, &batch{done: make(chan struct{})})
-	}
-	b := n.queue[len(n.queue)-1]
-	b.keys = append(b.keys, k)
-	n.waiting[k] = b
-	return b
+	f := &flight{key: k, ready: make(chan struct{})}
+	n.flights[k] = f
+	go func() {
+		// Never dropped (no ctx ends), never refused (no Admit): the
+		// batch sets f's answer.
+		_ = n.batches.Do(context.Background(), struct{}{}, f, n.open)
+		n.mu.Lock()
+		delete(n.flights, k)
+		n.mu.Unlock()
+		close(f.ready)
+	}()
+	return f
 }
 
-// take removes the oldest waiting batch from the queue; nil if none.
-func (n *numbering) take() *batch {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if len(n.queue) == 0 {
-		return nil
-	}
-	b := n.queue[0]
-	n.queue[0] = nil
-	n.queue = n.queue[1:]
-	return b
+// open returns the queue of the batches.
+func (n *numbering) open() *groupcommit.Queue[*flight] {
+	return groupcommit.New(groupcommit.Config[*flight]{Workers: numberingSlots, Max: BuyerBatch, Run: n.run})
 }
 
-// run numbers a batch, one store call per issuer in it, caches the ids
-// and wakes its callers.
-func (n *numbering) run(ctx context.Context, b *batch) {
-	b.ids = make(map[subjectKey]int64, len(b.keys))
-	byIssuer := map[string][]string{}
-	for _, k := range b.keys {
-		byIssuer[k.issuer] = append(byIssuer[k.issuer], k.subject)
+// run numbers a batch, one store call per issuer in it, and caches the
+// ids.
+func (n *numbering) run(batch []*flight) {
+	ctx, cancel := context.WithTimeout(context.Background(), numberingTimeout)
+	defer cancel()
+	byIssuer := map[string][]*flight{}
+	for _, f := range batch {
+		byIssuer[f.key.issuer] = append(byIssuer[f.key.issuer], f)
 	}
-	for issuer, subjects := range byIssuer {
-		if b.err = n.numberAll(ctx, issuer, subjects, b.ids); b.err != nil {
-			break
-		}
+	for issuer, fs := range byIssuer {
+		n.numberAll(ctx, issuer, fs)
 	}
-	n.mu.Lock()
-	for _, k := range b.keys {
-		delete(n.waiting, k)
-	}
-	n.mu.Unlock()
-	close(b.done)
 }
 
-// numberAll numbers one issuer's subjects into ids, and the cache.
-func (n *numbering) numberAll(ctx context.Context, issuer string, subjects []string, ids map[subjectKey]int64) error {
+// numberAll numbers one issuer's flights, and caches their ids.
+func (n *numbering) numberAll(ctx context.Context, issuer string, fs []*flight) {
+	subjects := make([]string, len(fs))
+	for i, f := range fs {
+		subjects[i] = f.key.subject
+	}
 	got, err := n.store.BuyerNumbers(ctx, issuer, subjects)
 	if err == nil && len(got) != len(subjects) {
 		err = fmt.Errorf("%d numbers for %d subjects", len(got), len(subjects))
 	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", errBuyer, err)
-	}
-	for i, s := range subjects {
-		if got[i] <= 0 || got[i] >= BuyerBase {
-			return fmt.Errorf("%w: the store numbered (%q, %q) %d", errBuyer, issuer, s, got[i])
+	for i, f := range fs {
+		switch {
+		case err != nil:
+			f.err = fmt.Errorf("%w: %w", errBuyer, err)
+		case got[i] <= 0 || got[i] >= BuyerBase:
+			f.err = fmt.Errorf("%w: the store numbered (%q, %q) %d", errBuyer, issuer, f.key.subject, got[i])
+		default:
+			f.id = BuyerBase + got[i]
+			n.cache.put(f.key, f.id)
 		}
-		k := subjectKey{issuer, s}
-		ids[k] = BuyerBase + got[i]
-		n.cache.put(k, BuyerBase+got[i])
 	}
-	return nil
 }

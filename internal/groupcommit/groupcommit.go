@@ -1,7 +1,7 @@
 // Package groupcommit sends the concurrent calls of one key in batches:
 // the async gate's orders (async/gatebatch.go), the waiting room's joins
-// and polls (admission/batch.go) and the batch strategy's orders
-// (strategy/group.go). A key's calls queue; a worker takes up to Max of
+// and polls (admission/batch.go), the batch strategy's orders
+// (strategy/group.go) and the numbering of new subjects (auth/numbering.go). A key's calls queue; a worker takes up to Max of
 // them, runs them as one batch and takes the next ones. A lone call goes
 // out at once, alone; under load a batch is whatever queued while the
 // previous one ran, so nobody waits for a timer. A key's queue lives in
