@@ -41,14 +41,7 @@ func TestShardGateLingers(t *testing.T) {
 					users = append(users, u)
 				}
 			}
-			place := func(u int64) chan error {
-				errc := make(chan error, 1)
-				go func() {
-					_, err := svc.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: v.ID, UserID: u})
-					errc <- err
-				}()
-				return errc
-			}
+			place := func(u int64) chan error { return placeAsync(svc, v.ID, u) }
 			if err := waitAnswer(t, place(users[0])); err != nil { // a lone order: at once
 				t.Fatal(err)
 			}
@@ -83,6 +76,17 @@ func TestShardGateLingers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// placeAsync places an order of user in a goroutine; its answer comes on
+// the channel.
+func placeAsync(svc *async.Service, voucherID, user int64) chan error {
+	errc := make(chan error, 1)
+	go func() {
+		_, err := svc.PlaceOrder(context.Background(), flashsale.OrderRequest{VoucherID: voucherID, UserID: user})
+		errc <- err
+	}()
+	return errc
 }
 
 // hasBuyer reports whether the buyers hash holds user.
