@@ -58,6 +58,10 @@ func (s *Service) Queued(meta string) bool {
 	return s.gates.Has(meta)
 }
 
+// GateQueued returns how many orders wait for a batch of the gate queue
+// of keys (a voucher's or a shard's gate keys' meta key).
+func (s *Service) GateQueued(meta string) int { return s.gates.Len(meta) }
+
 // ReadTopology returns the cluster's slot map as the epoch check reads it.
 func (s *Service) ReadTopology(ctx context.Context) (topology, error) { return s.readTopology(ctx) }
 

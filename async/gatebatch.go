@@ -15,7 +15,10 @@ import (
 // sharded voucher) that arrive while its previous gate call is on its way
 // are sent together, as one call of gate.lua deciding them in arrival
 // order. A lone order goes out at once, alone; under load a batch is
-// whatever queued during one round trip, so nobody waits for a timer.
+// whatever queued during one round trip, so nobody waits for a timer,
+// but on a shard of a voucher of K shards: its batches would be 1/K as
+// large, so its queue lingers, briefly, for K times what queued during
+// the previous call (Config.ShardLinger).
 // Redis runs the script's preamble (meta, clock, window) once per batch
 // instead of once per order, and the client writes, and Redis reads and
 // answers, one command.
@@ -32,6 +35,15 @@ const (
 	// gateTimeout bounds one gate call, and so how long a caller whose ctx
 	// ended after its batch took it waits for the answer.
 	gateTimeout = 10 * time.Second
+	// shardFill caps the batch a shard's queue lingers for
+	// (Config.ShardLinger): one voucher's batches hold about 16 orders
+	// at 64 in flight through serve (BenchmarkServeShards), where a
+	// call's own cost is already shared by many.
+	shardFill = 16
+	// DefaultShardLinger is Config.ShardLinger's default, chosen by
+	// BenchmarkServeShards (docs/benchmarks.md, helper i34k): past it,
+	// longer lingers bought little more.
+	DefaultShardLinger = 4 * time.Millisecond
 )
 
 // errGateBusy is gate's answer to an order while the queue is too slow
@@ -72,14 +84,15 @@ type gateQueue struct {
 }
 
 // gate runs c (its args, or, for nil args, nothing) in the next batch of
-// gate.lua on keys (a voucher's or a shard's gate keys). It returns c.err
+// gate.lua on keys (a voucher's, or a shard's of a voucher of shards
+// shards: see newGateQueue). It returns c.err
 // once c is answered (c.reply, c.durable and c.seen are set then),
 // errGateBusy (see admit), or c.ctx's error when c.ctx ends before a
 // batch took c: c is then never sent. Once taken, c waits for its batch's
 // answer even if c.ctx ends (internal/groupcommit's rule), at most
 // gateTimeout (in durability replica, the replica timeout and its slack).
-func (s *Service) gate(voucherID int64, keys []string, c *gateCall) error {
-	open := func() *groupcommit.Queue[*gateCall] { return s.newGateQueue(voucherID, keys) }
+func (s *Service) gate(voucherID int64, keys []string, shards int, c *gateCall) error {
+	open := func() *groupcommit.Queue[*gateCall] { return s.newGateQueue(voucherID, keys, shards) }
 	if err := s.gates.Do(c.ctx, keys[0], c, open); err != nil {
 		return err
 	}
@@ -87,11 +100,17 @@ func (s *Service) gate(voucherID int64, keys []string, c *gateCall) error {
 }
 
 // newGateQueue returns an empty queue for the voucher's keys, sized for
-// the durability mode.
-func (s *Service) newGateQueue(voucherID int64, keys []string) *groupcommit.Queue[*gateCall] {
+// the durability mode. A shard's queue (shards > 1) lingers, up to
+// Config.ShardLinger, for batches as large as the voucher's one queue
+// would send: shards times what queued during the previous call, at most
+// shardFill.
+func (s *Service) newGateQueue(voucherID int64, keys []string, shards int) *groupcommit.Queue[*gateCall] {
 	q := &gateQueue{gateKeys: keys, voucher: strconv.FormatInt(voucherID, 10), maxBatch: gateMaxBatch,
 		maxWait: s.cfg.MaxGateWait, took: &s.gateTook}
-	workers, run := 1, s.gateBatch
+	workers, run, linger := 1, s.gateBatch, time.Duration(0)
+	if shards > 1 {
+		linger = max(s.cfg.ShardLinger, 0)
+	}
 	if s.cfg.Durability.Mode == DurabilityReplica {
 		// No shards in durability replica: keys are the voucher's.
 		q.syncKey = newLocal(s.keys, voucherID).syncKey
@@ -99,6 +118,7 @@ func (s *Service) newGateQueue(voucherID int64, keys []string) *groupcommit.Queu
 	}
 	return groupcommit.New(groupcommit.Config[*gateCall]{
 		Workers: workers, Max: q.maxBatch, Admit: q.admit, Take: takeGate,
+		Linger: linger, Fill: func(queued int) int { return min(shards*queued, shardFill) },
 		Run: func(batch []*gateCall) {
 			start := time.Now()
 			run(q, batch)

@@ -115,7 +115,7 @@ func (s *Service) askGate(ctx context.Context, l *local, req flashsale.OrderRequ
 	}
 	c := &gateCall{ctx: ctx, args: orderArgs(req, orderID), level: &l.levels[0]}
 	notices := l.notices.Load()
-	if err := s.gate(req.VoucherID, l.gateKeys, c); err != nil {
+	if err := s.gate(req.VoucherID, l.gateKeys, 1, c); err != nil {
 		if err == errGateBusy {
 			return nil, busy()
 		}

@@ -153,7 +153,7 @@ func gateCmd(dc rueidis.DedicatedClient, keys, args []string, sha bool) rueidis.
 // answer for a buyer when they do not acknowledge it in time.
 func (s *Service) confirmReplicated(ctx context.Context, voucherID int64) error {
 	c := &gateCall{ctx: ctx}
-	if err := s.gate(voucherID, newLocal(s.keys, voucherID).gateKeys, c); err != nil {
+	if err := s.gate(voucherID, newLocal(s.keys, voucherID).gateKeys, 1, c); err != nil {
 		return unavailable("wait for replicas", err)
 	}
 	if !c.durable {

@@ -53,6 +53,17 @@ type Config struct {
 	// of orders in flight; this bounds their wait, whatever Redis's speed
 	// (issue 34: p99 ≤ 100 ms under overload).
 	MaxGateWait time.Duration
+	// ShardLinger bounds how long a shard's gate batch waits to fill
+	// (default DefaultShardLinger; negative: never): each gate call costs
+	// Redis a fixed part besides its orders' (the round trip, the
+	// script's call), and a voucher of K shards splits its orders into K
+	// batches 1/K as large, so without it K shards cost Redis more per
+	// order than one (issue 34). A shard's queue lingers only after a
+	// call, while the orders queued meanwhile are fewer than K times
+	// their count (what the voucher's one queue would have sent; at most
+	// shardFill): under a steady stream of orders, never for a lone
+	// order. Vouchers without shards never linger.
+	ShardLinger time.Duration
 	// PointerTTL is how long an accepted order can be found by id before
 	// the consumer persists it (default 24h).
 	PointerTTL time.Duration
@@ -112,6 +123,7 @@ func NewService(client rueidis.Client, db VoucherStore, cfg Config) (*Service, e
 	cfg.PointerTTL = cmp.Or(cfg.PointerTTL, 24*time.Hour)
 	cfg.MaxPending = cmp.Or(cfg.MaxPending, defaultMaxPending)
 	cfg.MaxGateWait = cmp.Or(cfg.MaxGateWait, defaultMaxGateWait)
+	cfg.ShardLinger = cmp.Or(cfg.ShardLinger, DefaultShardLinger)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Durability = cfg.Durability.withDefaults()
 	if _, err := ParseDurability(string(cfg.Durability.Mode)); err != nil {

@@ -59,7 +59,7 @@ func (s *Service) askShards(ctx context.Context, l *local, req flashsale.OrderRe
 	for attempt := 0; ; attempt++ {
 		c := &gateCall{ctx: ctx, args: args, level: &l.levels[home]}
 		notices := l.notices.Load()
-		err := s.gate(req.VoucherID, keys, c)
+		err := s.gate(req.VoucherID, keys, len(l.shards), c)
 		if err == errGateBusy {
 			return nil, busy()
 		}

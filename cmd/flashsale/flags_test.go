@@ -26,6 +26,7 @@ func TestCommandsRejectBadFlags(t *testing.T) {
 		{"serve: claim time shorter than a batch", []string{"serve", "--strategy", "async", "--claim-idle", "1ms"}, "--claim-idle must be at least 1s"},
 		{"consume: a heartbeat a live consumer would miss", append([]string{"consume", "--heartbeat", "100ms"}, servers...), "--heartbeat must be at least 1s"},
 		{"serve: negative gate wait", []string{"serve", "--strategy", "async", "--max-gate-wait", "-1ms"}, "--max-pending and --max-gate-wait must not be negative"},
+		{"serve: negative shard linger", []string{"serve", "--strategy", "async", "--shard-linger", "-1ms"}, "--shard-linger must not be negative"},
 		{"serve: negative batch", []string{"serve", "--strategy", "async", "--batch", "-5"}, "--batch must be at least 1"},
 		{"serve: unknown durability", []string{"serve", "--strategy", "async", "--durability", "disk"}, "--durability must be memory, aof or replica"},
 		{"serve: durability without async", []string{"serve", "--durability", "aof"}, "--durability applies to --strategy async"},

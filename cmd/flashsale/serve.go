@@ -50,6 +50,7 @@ type serveConfig struct {
 	events      eventFlags         // events.go
 	maxPending  int                // async.Config.MaxPending
 	maxGateWait time.Duration      // async.Config.MaxGateWait
+	shardLinger time.Duration      // async.Config.ShardLinger; 0: none
 }
 
 // The rate limits serve ships with: a buyer clicks a few times a
@@ -137,6 +138,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.expireEvery, "expire-every", 100*time.Millisecond, "how often to expire orders past their pay_by and put their units back on sale (every instance does; each order expires once)")
 	fs.IntVar(&c.maxPending, "max-pending", 0, "with --strategy async, the most orders on their way to Redis at once in this instance; past it an order is answered 503 busy with Retry-After (0: 2048)")
 	fs.DurationVar(&c.maxGateWait, "max-gate-wait", 0, "with --strategy async, the longest orders may queue for a voucher's Redis gate; while they wait longer, an order is answered 503 busy with Retry-After (0: 50ms)")
+	fs.DurationVar(&c.shardLinger, "shard-linger", async.DefaultShardLinger, "with --strategy async, the longest a gate call of a voucher of K shards waits for K times the orders that queued during its shard's previous call: fewer, larger calls cost Redis less per order, for at most this more per order (0: never wait)")
 	c.payments.register(fs)
 	c.admission.register(fs)
 	c.backends.register(fs)
@@ -166,6 +168,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.maxPending < 0 || c.maxGateWait < 0 {
 		return errors.New("--max-pending and --max-gate-wait must not be negative (0: the default)")
+	}
+	if c.shardLinger < 0 {
+		return errors.New("--shard-linger must not be negative (0: never wait)")
 	}
 	if c.pprof && c.metricsAddr == "" {
 		return errors.New("--pprof needs --metrics-addr: profiles are never served on --addr")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -92,7 +93,8 @@ func newAsyncServices(cfg serveConfig, b *backends, log *slog.Logger) (*services
 	if err := cfg.durability.check(b.redis, log); err != nil {
 		return nil, err
 	}
-	acfg := async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log, Durability: cfg.durability.config(), MaxPending: cfg.maxPending, MaxGateWait: cfg.maxGateWait}
+	acfg := async.Config{Prefix: b.prefix, OrderIDs: b.ids, Logger: log, Durability: cfg.durability.config(), MaxPending: cfg.maxPending, MaxGateWait: cfg.maxGateWait,
+		ShardLinger: cmp.Or(cfg.shardLinger, -1)} // the flag's 0 is never, the Config's the default
 	restock, err := withFaults(async.Returns(b.redis, acfg))
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,9 +40,14 @@ import (
 //     gate.lua's: the batches, on which the CPU per order depends;
 //   - "redis-ms/s-idle", "%cpu-idle-max": the same CPU over idleSpell
 //     after the sale, the instance running but idle (its background work
-//     and the masters' own cron), per second, and the busiest master's share.
+//     and the masters' own cron), per second, and the busiest master's share;
+//   - "p50-ms", "p99-ms": an order's latency as the buyers saw it (exact,
+//     HTTP included), and "srv-p50-ms", "srv-p99-ms" the serve's own, from
+//     its histogram (interpolated within buckets of 1, 2.5, 5, 10 ms…).
 //
 // With -v it logs each master's costliest commands (ms and calls).
+// FLASHSALE_BENCH_SERVE_ARGS, when set, adds its (space-separated)
+// arguments to each serve's, e.g. "--shard-linger 0" (issue 34's sweep).
 //
 //	cd cmd/flashsale && go test -c -o /tmp/fs.test . && \
 //	  /tmp/fs.test -test.run '^$' -test.bench ServeShards -test.benchtime 20000x -test.timeout 30m -test.v
@@ -74,17 +80,23 @@ func sellThroughServe(b *testing.B, c *testenv.Cluster, sc shardCase) {
 	r := newSaleRig(b, testenv.MySQLURL(b))
 	r.redisURL = c.URL()
 	r.redis, r.prefix = c.PrefixedClient(b)
-	srv := r.serveWith("--strategy", "async")
+	srv := r.serveWith(append([]string{"--strategy", "async", "--public-metrics"}, strings.Fields(os.Getenv("FLASHSALE_BENCH_SERVE_ARGS"))...)...)
 	r.createShards(srv.URL, min(2*b.N+64, 100_000_000), sc.shards)
 	masters := c.Masters()
 	before := redisUsage(b, masters)
 	b.ResetTimer()
-	r.buyNew(srv.URL, b.N, sc.inflight)
+	took := r.buyNew(srv.URL, b.N, sc.inflight)
 	r.waitPersisted(b.N)
 	b.StopTimer()
 	after := redisUsage(b, masters)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
 	reportUsage(b, "sale", before, after, float64(b.N))
+	slices.Sort(took)
+	b.ReportMetric(ms(took[len(took)/2]), "p50-ms")
+	b.ReportMetric(ms(took[len(took)*99/100]), "p99-ms")
+	_, p50, p99 := orderLatency(b, srv.URL)
+	b.ReportMetric(p50*1000, "srv-p50-ms")
+	b.ReportMetric(p99*1000, "srv-p99-ms")
 	if b.N > 1 {
 		time.Sleep(idleSpell)
 		reportUsage(b, "idle", after, redisUsage(b, masters), 0)
@@ -95,11 +107,16 @@ func sellThroughServe(b *testing.B, c *testenv.Cluster, sc shardCase) {
 // the instance idle but for its background work.
 const idleSpell = 10 * time.Second
 
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
 // buyNew places one order for each of n new buyers (users 1..n) through
-// the server at url, concurrency at a time; any refusal fails the run.
-func (r *saleRig) buyNew(url string, n, concurrency int) {
+// the server at url, concurrency at a time, and returns each order's
+// latency; any refusal fails the run.
+func (r *saleRig) buyNew(url string, n, concurrency int) []time.Duration {
 	r.t.Helper()
 	s := &sale{accepted: map[int64]int64{}, codes: map[string]int{}}
+	took := make([]time.Duration, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range concurrency {
@@ -110,7 +127,9 @@ func (r *saleRig) buyNew(url string, n, concurrency int) {
 					r.t.Error(err)
 					return
 				}
+				start := time.Now()
 				r.click(s, u, tok, url)
+				took[u-1] = time.Since(start)
 			}
 		})
 	}
@@ -118,6 +137,7 @@ func (r *saleRig) buyNew(url string, n, concurrency int) {
 	if len(s.accepted) != n {
 		r.t.Fatalf("%d of %d orders accepted; refusals %v, transport errors %d", len(s.accepted), n, s.codes, s.failures)
 	}
+	return took
 }
 
 // waitPersisted waits until MySQL holds n orders of the rig's voucher.

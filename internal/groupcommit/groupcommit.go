@@ -4,7 +4,9 @@
 // (strategy/group.go) and the numbering of new subjects (auth/numbering.go). A key's calls queue; a worker takes up to Max of
 // them, runs them as one batch and takes the next ones. A lone call goes
 // out at once, alone; under load a batch is whatever queued while the
-// previous one ran, so nobody waits for a timer. A key's queue lives in
+// previous one ran, so nobody waits for a timer (unless the queue is
+// given a Linger: then a worker that just ran a batch may wait a bounded
+// time for the next one to fill). A key's queue lives in
 // a Map while it has work and leaves it when empty, so keys nobody uses
 // leave nothing behind.
 //
@@ -29,6 +31,7 @@ package groupcommit
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Call is the queue's part of one call. Embed it in a call type: the
@@ -62,6 +65,17 @@ type Config[T Caller] struct {
 	// Run runs a batch and answers each of its calls, in the calls' own
 	// fields, within a bound of its own.
 	Run func(batch []T)
+	// Linger, when positive, is how long a worker that has just run a
+	// batch may wait for more calls before it takes the next one, while
+	// fewer are queued than Fill asks: fewer, larger batches when each
+	// batch has a fixed cost that small ones pay per call, for at most
+	// Linger more per call. It never delays a call that finds the queue
+	// idle (no batch ran just before).
+	Linger time.Duration
+	// Fill returns, given the calls queued as a batch ended (at least 1),
+	// how many end the Linger (capped at Max; nil: Max). The calls queued
+	// during a batch measure the demand.
+	Fill func(queued int) int
 }
 
 // Queue is the calls of one key waiting for a batch.
@@ -73,6 +87,10 @@ type Queue[T Caller] struct {
 	mu      sync.Mutex
 	calls   []T // in arrival order
 	running int // workers
+	// filled, while a worker lingers, is closed by the call that makes
+	// fill calls queued.
+	filled chan struct{}
+	fill   int
 }
 
 // New returns an empty queue running cfg. Admit and Take run under the
@@ -91,6 +109,19 @@ type Map[K comparable, T Caller] struct {
 func (m *Map[K, T]) Has(key K) bool {
 	_, ok := m.queues.Load(key)
 	return ok
+}
+
+// Len returns how many calls key's queue holds now (some may be dropped
+// ones), 0 without a queue.
+func (m *Map[K, T]) Len(key K) int {
+	v, ok := m.queues.Load(key)
+	if !ok {
+		return 0
+	}
+	q := v.(*Queue[T])
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.calls)
 }
 
 // Do runs c in the next batch of key's queue, made by open when key has
@@ -146,6 +177,10 @@ func (q *Queue[T]) add(c T) (bool, error) {
 		}
 	}
 	q.calls = append(q.calls, c)
+	if q.filled != nil && len(q.calls) >= q.fill {
+		close(q.filled)
+		q.filled = nil
+	}
 	if q.running < q.cfg.Workers {
 		q.running++
 		return true, nil
@@ -157,7 +192,10 @@ func (q *Queue[T]) add(c T) (bool, error) {
 // queue in its Map just before the last worker removed it still gets its
 // batch: its add starts a worker.
 func (q *Queue[T]) work() {
-	for {
+	for ran := false; ; ran = true {
+		if ran && q.cfg.Linger > 0 {
+			q.linger()
+		}
 		batch := q.next()
 		if batch == nil {
 			return
@@ -167,6 +205,36 @@ func (q *Queue[T]) work() {
 			close(c.call().done)
 		}
 	}
+}
+
+// linger waits, after a batch, until Fill's count of calls is queued or
+// Linger passed, when some calls but fewer are queued and no other
+// worker lingers. Calls whose ctx ends meanwhile are dropped by next as
+// always.
+func (q *Queue[T]) linger() {
+	q.mu.Lock()
+	n, fill := len(q.calls), q.cfg.Max
+	if n > 0 && q.cfg.Fill != nil {
+		fill = min(q.cfg.Fill(n), fill)
+	}
+	if n == 0 || n >= fill || q.filled != nil {
+		q.mu.Unlock()
+		return
+	}
+	filled := make(chan struct{})
+	q.filled, q.fill = filled, fill
+	q.mu.Unlock()
+	t := time.NewTimer(q.cfg.Linger)
+	select {
+	case <-filled:
+	case <-t.C:
+	}
+	t.Stop()
+	q.mu.Lock()
+	if q.filled == filled {
+		q.filled = nil
+	}
+	q.mu.Unlock()
 }
 
 // next takes up to Max calls off the front of the queue, skipping those

@@ -303,3 +303,79 @@ func TestConcurrentCallers(t *testing.T) {
 		}
 	}
 }
+
+// lingering opens a queue of r that lingers up to linger for one call
+// more than were queued as a batch ended.
+func lingering(t *testing.T, r *recorder, linger time.Duration) func() *Queue[*testCall] {
+	return func() *Queue[*testCall] {
+		return New(Config[*testCall]{Workers: 1, Max: 4, Linger: linger, Fill: func(n int) int { return n + 1 },
+			Take: func(c *testCall) { c.took = true }, Run: r.run(t)})
+	}
+}
+
+// TestLingerWaitsForFill: with a Linger, a lone call still goes at once,
+// alone; after a batch, the calls queued meanwhile wait for more, and go
+// together once Fill's count is queued (3 for 2 queued), within Linger.
+func TestLingerWaitsForFill(t *testing.T) {
+	var m Map[string, *testCall]
+	r := newRecorder()
+	o := lingering(t, r, time.Hour) // only Fill ends this linger
+	_, firstErr := do(context.Background(), &m, o, 0)
+	if n := <-r.started; n != 0 {
+		t.Fatalf("first batch starts with %d", n)
+	}
+	var errs []chan error
+	for n := 1; n <= 2; n++ {
+		_, e := do(context.Background(), &m, o, n)
+		errs = append(errs, e)
+		waitQueued(t, &m, n)
+	}
+	r.release <- struct{}{}
+	if err := <-firstErr; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-r.started:
+		t.Fatalf("batch of %d started with 2 calls queued, below Fill 3", n)
+	case <-time.After(100 * time.Millisecond):
+	}
+	_, e := do(context.Background(), &m, o, 3)
+	errs = append(errs, e)
+	if n := <-r.started; n != 1 {
+		t.Fatalf("second batch starts with %d", n)
+	}
+	r.release <- struct{}{}
+	for _, e := range errs {
+		if err := <-e; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := r.got(), [][]int{{0}, {1, 2, 3}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("batches %v, want %v", got, want)
+	}
+	waitGone(t, &m)
+}
+
+// TestLingerEnds: a linger that Fill does not end ends by its bound, and
+// the calls queued go then.
+func TestLingerEnds(t *testing.T) {
+	var m Map[string, *testCall]
+	r := newRecorder()
+	o := lingering(t, r, 10*time.Millisecond)
+	_, firstErr := do(context.Background(), &m, o, 0)
+	<-r.started
+	c, e := do(context.Background(), &m, o, 1)
+	waitQueued(t, &m, 1)
+	r.release <- struct{}{}
+	r.release <- struct{}{}
+	if err := <-firstErr; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-e; err != nil || c.answer != 10 {
+		t.Fatalf("lingered call: %v, answer %d", err, c.answer)
+	}
+	if got, want := r.got(), [][]int{{0}, {1}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("batches %v, want %v", got, want)
+	}
+	waitGone(t, &m)
+}
