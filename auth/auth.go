@@ -114,7 +114,7 @@ func (a *Authenticator) UserContext(ctx context.Context, token string) (int64, e
 // beside a provider (verifications); HS256 tokens of UserToken's header,
 // and every token without a provider, are checked by each request.
 func (a *Authenticator) checkOnce(ctx context.Context, k tokenKey, token string, now time.Time) (grant, error) {
-	if a.oidc == nil || strings.HasPrefix(token, issuedHeader+".") {
+	if a.oidc == nil || strings.HasPrefix(token, issuedPrefix) {
 		return a.check(ctx, token, now)
 	}
 	return a.verifying.once(ctx, k, func() (grant, error) { return a.check(ctx, token, now) })

@@ -32,6 +32,9 @@ const maxFastToken = 1024
 // map with its keys sorted).
 var issuedHeader = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
 
+// issuedPrefix is how every token UserToken signs starts.
+var issuedPrefix = issuedHeader + "."
+
 // grant is what a valid user token says.
 type grant struct {
 	user    int64
