@@ -40,6 +40,8 @@ type Authenticator struct {
 	now     func() time.Time
 	cache   tokenCache
 	refused refusalCounts
+	// verifying dedupes the concurrent checks of one provider token.
+	verifying verifications
 	// oidc verifies the identity provider's tokens (UseProvider); nil
 	// without one.
 	oidc *oidc
@@ -96,7 +98,7 @@ func (a *Authenticator) UserContext(ctx context.Context, token string) (int64, e
 	if id, ok := a.cache.get(k, now); ok {
 		return id, nil
 	}
-	g, err := a.check(ctx, token, now)
+	g, err := a.checkOnce(ctx, k, token, now)
 	if err != nil {
 		return 0, a.unauthorized(err)
 	}
@@ -106,6 +108,16 @@ func (a *Authenticator) UserContext(ctx context.Context, token string) (int64, e
 		a.cache.put(k, g.user, g.exp)
 	}
 	return g.user, nil
+}
+
+// checkOnce is check, run once for the concurrent requests of one token
+// beside a provider (verifications); HS256 tokens of UserToken's header,
+// and every token without a provider, are checked by each request.
+func (a *Authenticator) checkOnce(ctx context.Context, k tokenKey, token string, now time.Time) (grant, error) {
+	if a.oidc == nil || strings.HasPrefix(token, issuedPrefix) {
+		return a.check(ctx, token, now)
+	}
+	return a.verifying.once(ctx, k, func() (grant, error) { return a.check(ctx, token, now) })
 }
 
 // sealTagLen is how many bytes of HMAC-SHA256 a sealed value carries:

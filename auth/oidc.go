@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -59,8 +60,9 @@ type oidc struct {
 	lookups    singleflight.Group // unknown kids: one refresh serves every waiter
 	buyers     *buyers
 	// unknown counts the lookups of kids not among the keys;
-	// refreshFailures the failed reads of the keys.
-	unknown, refreshFailures atomic.Uint64
+	// refreshFailures the failed reads of the keys; checked the tokens
+	// of its issuer checked (a key looked up, the signature checked).
+	unknown, refreshFailures, checked atomic.Uint64
 }
 
 // UseProvider makes a accept p's tokens beside its HS256 ones, a token's
@@ -96,8 +98,10 @@ func (a *Authenticator) UseProvider(ctx context.Context, p Provider, store Buyer
 	if err := o.newKeys(ctx); err != nil {
 		return err
 	}
+	// No WithValidMethods: an HMAC token or alg none must reach the
+	// keyfunc to be routed (routeOf); keyFor refuses any alg not in
+	// signingAlgs.
 	o.parser = jwt.NewParser(
-		jwt.WithValidMethods(signingAlgs),
 		jwt.WithIssuer(p.Issuer),
 		jwt.WithAudience(p.Audience),
 		jwt.WithExpirationRequired(),
@@ -178,8 +182,11 @@ func discover(ctx context.Context, c *http.Client, issuer string) (string, error
 
 // keyFor returns the public key the token's kid names, checked against
 // the token's alg: the key's own alg when it has one, else its type. The
-// token's alg alone never picks a key.
+// token's alg alone never picks a key, and an alg not in signingAlgs gets none.
 func (o *oidc) keyFor(ctx context.Context, t *jwt.Token) (any, error) {
+	if !slices.Contains(signingAlgs, t.Method.Alg()) {
+		return nil, fmt.Errorf("%w: signing method %s", errInvalid, t.Method.Alg())
+	}
 	kid, _ := t.Header["kid"].(string)
 	if kid == "" {
 		return nil, errNoKID
@@ -237,29 +244,79 @@ func ktyFits(kty jwkset.KTY, alg string) bool {
 	}
 }
 
-// verify checks a token of the provider: signature by the key its kid
-// names, exp and nbf with the Leeway, iss and aud; then maps its subject
-// to the buyer's id.
-func (o *oidc) verify(ctx context.Context, token string, now time.Time) (grant, error) {
+// route is where a token goes, by its alg and iss as golang-jwt read
+// them, before any check.
+type route int
+
+const (
+	routeUnread   route = iota // golang-jwt could not read it, or its iss is not a string
+	routeNone                  // alg none
+	routeHMAC                  // an HMAC naming the provider's issuer: the RS/HS confusion
+	routeProvider              // the provider's: verified by oidc.verify
+	routeHS256                 // an HMAC of another issuer: ours
+	routeIssuer                // neither an HMAC nor the provider's
+)
+
+// errRouted stops golang-jwt's parse of a token that the provider does
+// not verify: checkRouted takes it where its route says.
+var errRouted = errors.New("auth: not the identity provider's token")
+
+// routeOf is t's route, and its iss.
+func (o *oidc) routeOf(t *jwt.Token) (route, string) {
+	c, _ := t.Claims.(jwt.MapClaims)
+	iss, isText := c["iss"].(string)
+	alg := t.Method.Alg()
+	switch {
+	case c["iss"] != nil && !isText:
+		return routeUnread, ""
+	case alg == "none":
+		return routeNone, iss
+	case iss == o.p.Issuer && strings.HasPrefix(alg, "HS"):
+		return routeHMAC, iss
+	case iss == o.p.Issuer:
+		return routeProvider, iss
+	case strings.HasPrefix(alg, "HS"):
+		return routeHS256, iss
+	default:
+		return routeIssuer, iss
+	}
+}
+
+// verify reads a token with golang-jwt, once, and routes it by its alg
+// and iss (routeOf). A token of the provider's issuer is then checked on
+// that same parse: signature by the key its kid names, exp and nbf with
+// the Leeway, iss and aud; and its subject is mapped to the buyer's id.
+// Any other route is returned with no grant, for checkRouted to follow.
+func (o *oidc) verify(ctx context.Context, token string, now time.Time) (grant, route, string, error) {
 	claims := jwt.MapClaims{}
-	_, err := o.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) { return o.keyFor(ctx, t) })
+	r, iss := routeUnread, ""
+	_, err := o.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		if r, iss = o.routeOf(t); r != routeProvider {
+			return nil, errRouted
+		}
+		o.checked.Add(1)
+		return o.keyFor(ctx, t)
+	})
+	if r != routeProvider {
+		return grant{}, r, iss, nil
+	}
 	exp, _ := claims.GetExpirationTime()
 	if err != nil {
-		return grant{}, jwtReason(err, exp == nil)
+		return grant{}, r, iss, jwtReason(err, exp == nil)
 	}
 	sub, err := claimText(claims[o.p.UserClaim])
 	if err == nil {
 		err = checkSubject(sub)
 	}
 	if err != nil {
-		return grant{}, fmt.Errorf("%w: its %s claim: %w", errSubject, o.p.UserClaim, err)
+		return grant{}, r, iss, fmt.Errorf("%w: its %s claim: %w", errSubject, o.p.UserClaim, err)
 	}
 	id, err := o.buyers.id(ctx, o.p.Issuer, sub)
 	if err != nil {
-		return grant{}, err
+		return grant{}, r, iss, err
 	}
 	nbf, _ := claims.GetNotBefore()
-	return grant{user: id, exp: exp.Time, inForce: nbf == nil || !nbf.After(now)}, nil
+	return grant{user: id, exp: exp.Time, inForce: nbf == nil || !nbf.After(now)}, r, iss, nil
 }
 
 // jwtReason is the reason for golang-jwt's error.

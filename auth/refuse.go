@@ -96,6 +96,10 @@ type Stats struct {
 	// keys as last read (each tries a rate-limited refresh);
 	// KeyRefreshFailures the failed reads of the keys.
 	UnknownKIDs, KeyRefreshFailures uint64
+	// ProviderTokens counts the provider's tokens checked (signature,
+	// claims, buyer): those the token cache did not answer for, each
+	// once however many of its requests arrived together.
+	ProviderTokens uint64
 }
 
 // Stats returns the counters.
@@ -107,6 +111,7 @@ func (a *Authenticator) Stats() Stats {
 	if a.oidc != nil {
 		s.Subjects = a.oidc.buyers.cache.size()
 		s.UnknownKIDs, s.KeyRefreshFailures = a.oidc.unknown.Load(), a.oidc.refreshFailures.Load()
+		s.ProviderTokens = a.oidc.checked.Load()
 	}
 	return s
 }

@@ -32,6 +32,9 @@ const maxFastToken = 1024
 // map with its keys sorted).
 var issuedHeader = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
 
+// issuedPrefix is how every token UserToken signs starts.
+var issuedPrefix = issuedHeader + "."
+
 // grant is what a valid user token says.
 type grant struct {
 	user    int64
@@ -54,21 +57,34 @@ func (a *Authenticator) check(ctx context.Context, token string, now time.Time) 
 		}
 		return a.inRange(g, err)
 	}
-	alg, iss, ok := peek(token)
-	switch {
-	case ok && strings.EqualFold(alg, "none"):
+	if a.oidc != nil {
+		return a.checkRouted(ctx, token, now)
+	}
+	if alg, _, ok := peek(token); ok && strings.EqualFold(alg, "none") {
 		return grant{}, errAlgNone
-	case !ok || a.oidc == nil:
+	}
+	return a.verify(token, now)
+}
+
+// checkRouted is check of a token beside a provider: golang-jwt reads it
+// once, and the provider verifies that same parse when the token names
+// its issuer (oidc.verify); the routes to HS256 parse again (only tokens
+// whose header is not UserToken's, or unreadable ones, take them).
+func (a *Authenticator) checkRouted(ctx context.Context, token string, now time.Time) (grant, error) {
+	g, r, iss, err := a.oidc.verify(ctx, token, now)
+	switch r {
+	case routeUnread:
 		return a.verify(token, now)
-	case iss == a.oidc.p.Issuer && strings.HasPrefix(alg, "HS"):
+	case routeNone:
+		return grant{}, errAlgNone
+	case routeHMAC:
 		return grant{}, errAlgHMAC
-	case iss == a.oidc.p.Issuer:
-		return a.oidc.verify(ctx, token, now)
-	case strings.HasPrefix(alg, "HS"):
+	case routeHS256:
 		return a.inRange(a.verify(token, now))
-	default:
+	case routeIssuer:
 		return grant{}, fmt.Errorf("%w: %q", errIssuer, iss)
 	}
+	return g, err
 }
 
 // inRange refuses an HS256 subject at or above BuyerBase beside a
