@@ -154,7 +154,11 @@ func (tx *Tx) placedData(ids []int64) string {
 // waits for that row, and it is then held only by one statement and the
 // commit, not by the order's own writes too. It reports whether it took
 // the units; when it did not (sold out), o is inserted all the same and
-// the caller must roll the transaction back.
+// the caller must roll the transaction back. Its locks come buyer's units
+// first, voucher's row last, where a cancel or expiry takes the voucher's
+// row first: a buyer cancelling one order while placing another of the
+// same voucher (a limit above 1) can deadlock with himself, and InnoDB
+// rolls one back — a cancel is retried (txRetrying), this returns EBusy.
 func (tx *Tx) PlaceOrder(ctx context.Context, o *flashsale.Order, limit int) (bool, error) {
 	if o.Units() <= 0 {
 		return false, flashsale.Errorf(flashsale.EInvalid, "cannot decrement stock by %d", o.Units())
