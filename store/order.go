@@ -21,6 +21,22 @@ func (q Queries) BuyerUnits(ctx context.Context, voucherID, userID int64) (units
 	return units, latest, nil
 }
 
+// BuyerUnitsAndStock is BuyerUnits that also reads the voucher's
+// remaining stock, in the same statement: the conditional strategy's
+// first read, which refuses a buyer when the stock is gone before its
+// transaction writes anything (PlaceOrder inserts before it decrements).
+// A voucher that does not exist reads as 0 left. The read takes no lock;
+// the decrement still decides.
+func (q Queries) BuyerUnitsAndStock(ctx context.Context, voucherID, userID int64) (units int, latest int64, remaining int, err error) {
+	var left sql.NullInt64
+	err = q.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(quantity), 0), COALESCE(MAX(id), 0), (SELECT remaining FROM vouchers WHERE id = ?) FROM orders
+		WHERE voucher_id = ? AND user_id = ? AND `+liveOrders, voucherID, voucherID, userID).Scan(&units, &latest, &left)
+	if err != nil {
+		return 0, 0, 0, wrap(fmt.Sprintf("units of user %d and stock of voucher %d", userID, voucherID), err)
+	}
+	return units, latest, int(left.Int64), nil
+}
+
 // InsertOrder stores o as a new order: status created when o.Status is
 // empty (a live status, or failed), quantity o.Units(), and o.PayBy, which
 // an order awaiting payment must have. It adds a live order's units to its
@@ -28,8 +44,8 @@ func (q Queries) BuyerUnits(ctx context.Context, voucherID, userID int64) (units
 // when the order's id is taken, and when the buyer's live units would pass
 // limit ELimitReached, or EDuplicateOrder for a limit of 1. It counts a
 // live order among its voucher's (live_orders) and writes its
-// order.placed (or order.failed), unless DecrementForOrder did in this
-// transaction. It sets
+// order.placed (or order.failed), unless it is PlaceOrder's insert, whose
+// decrement does both. It sets
 // o.CreatedAt and o.UpdatedAt to now. It does not touch the stock.
 func (db *DB) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) error {
 	return db.Tx(ctx, func(tx *Tx) error { return tx.InsertOrder(ctx, o, limit) })
@@ -44,9 +60,6 @@ func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) er
 		return flashsale.Errorf(flashsale.EInvalid, "cannot insert an order with status %q", status)
 	}
 	counted := tx.liveCounted[o.ID]
-	if counted && status != flashsale.StatusCreated && status != flashsale.StatusAwaitingPayment {
-		return flashsale.Errorf(flashsale.EInvalid, "order %d took its stock with DecrementForOrder: it is created or awaiting payment, not %q", o.ID, status)
-	}
 	if status.Live() && !counted {
 		if err := tx.countLive(ctx, o.VoucherID, 1); err != nil {
 			return err
@@ -71,7 +84,7 @@ func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) er
 	switch {
 	case status == flashsale.StatusFailed:
 		tx.addOrderEvent(flashsale.EventOrderFailed, o)
-	case !counted: // else the decrement's trigger wrote it
+	case !counted: // else PlaceOrder's decrement writes it
 		tx.addOrderEvent(flashsale.EventOrderPlaced, o)
 	}
 	return nil

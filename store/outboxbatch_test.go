@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -77,24 +79,38 @@ func TestOutboxBatchRowExpands(t *testing.T) {
 	})
 }
 
-// DecrementForOrder counts the order live and writes its order.placed in
-// the decrement, and the InsertOrder after it does neither again; it
-// refuses to insert such an order as anything but placed.
-func TestDecrementForOrderCountsLiveOnce(t *testing.T) {
+// PlaceOrder inserts the order and then decrements, counting the order
+// live and writing its order.placed in the decrement, once; it refuses an
+// order that is not placed, and reports a sold-out voucher (the caller
+// rolls back, and nothing of the order stays).
+func TestPlaceOrderCountsLiveOnce(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, db *DB) {
 		createVoucher(t, db, 1, 10)
 		for _, o := range []*flashsale.Order{{ID: 1, VoucherID: 1, UserID: 1}, {ID: 2, VoucherID: 1, UserID: 2, Status: flashsale.StatusFailed}} {
 			err := db.Tx(t.Context(), func(tx *Tx) error {
-				if ok, err := tx.DecrementForOrder(t.Context(), o); err != nil || !ok {
-					t.Fatalf("DecrementForOrder = %v, %v", ok, err)
+				if ok, err := tx.PlaceOrder(t.Context(), o, 1); err != nil || !ok {
+					return cmp.Or(err, errors.New("sold out"))
 				}
-				return tx.InsertOrder(t.Context(), o, 1)
+				return nil
 			})
 			if o.ID == 2 {
 				wantCode(t, err, flashsale.EInvalid)
 			} else if err != nil {
 				t.Fatal(err)
 			}
+		}
+		soldOut := errors.New("sold out")
+		err := db.Tx(t.Context(), func(tx *Tx) error {
+			if ok, err := tx.PlaceOrder(t.Context(), &flashsale.Order{ID: 3, VoucherID: 1, UserID: 3, Quantity: 10}, 10); err != nil || ok {
+				t.Fatalf("PlaceOrder of 10 with 9 left = %v, %v; want false", ok, err)
+			}
+			return soldOut
+		})
+		if !errors.Is(err, soldOut) {
+			t.Fatalf("Tx = %v; want the rollback's error", err)
+		}
+		if _, err := db.FindOrder(t.Context(), 3); flashsale.ErrorCode(err) != flashsale.ENotFound {
+			t.Fatalf("FindOrder(3) = %v; want ENotFound after the rollback", err)
 		}
 		v, err := db.FindVoucher(t.Context(), 1)
 		if err != nil || v.Orders != 1 || v.Remaining != 9 {

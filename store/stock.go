@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -144,25 +145,37 @@ func (tx *Tx) placedData(ids []int64) string {
 	return string(appendIDs(nil, ids))
 }
 
-// DecrementForOrder takes o's units from its voucher's remaining stock if
-// that many are left, as DecrementRemaining does, and in the same
-// statement counts o among the voucher's live orders and writes o's
-// order.placed (decrement): on a hot voucher, one write of its row inside
-// its lock and no other round trip. The InsertOrder of o that must follow
-// in this transaction (created, or awaiting payment with a PayBy) then
-// does neither again. It reports whether it took the units.
-func (tx *Tx) DecrementForOrder(ctx context.Context, o *flashsale.Order) (bool, error) {
+// PlaceOrder stores o as a new order, as InsertOrder does (created, or
+// awaiting payment with a PayBy), and then takes its units from its
+// voucher's remaining stock if that many are left, as DecrementRemaining
+// does, counting o among the voucher's live orders and writing its
+// order.placed in the same statement (decrement). The decrement is the
+// transaction's last statement on purpose: on a hot voucher every buyer
+// waits for that row, and it is then held only by one statement and the
+// commit, not by the order's own writes too. It reports whether it took
+// the units; when it did not (sold out), o is inserted all the same and
+// the caller must roll the transaction back. Its locks come buyer's units
+// first, voucher's row last, where a cancel or expiry takes the voucher's
+// row first: a buyer cancelling one order while placing another of the
+// same voucher (a limit above 1) can deadlock with himself, and InnoDB
+// rolls one back — a cancel is retried (txRetrying), this returns EBusy.
+func (tx *Tx) PlaceOrder(ctx context.Context, o *flashsale.Order, limit int) (bool, error) {
 	if o.Units() <= 0 {
 		return false, flashsale.Errorf(flashsale.EInvalid, "cannot decrement stock by %d", o.Units())
 	}
-	ok, err := tx.decrement(ctx, o.VoucherID, o.Units(), 1, tx.placedData([]int64{o.ID}))
-	if ok && err == nil {
-		if tx.liveCounted == nil {
-			tx.liveCounted = map[int64]bool{}
-		}
-		tx.liveCounted[o.ID] = true
+	if status := cmp.Or(o.Status, flashsale.StatusCreated); status != flashsale.StatusCreated && status != flashsale.StatusAwaitingPayment {
+		return false, flashsale.Errorf(flashsale.EInvalid, "order %d takes its stock with PlaceOrder: it is created or awaiting payment, not %q", o.ID, status)
 	}
-	return ok, err
+	if tx.liveCounted == nil {
+		tx.liveCounted = map[int64]bool{}
+	}
+	// Counted and its event written by the decrement below, not by the
+	// insert.
+	tx.liveCounted[o.ID] = true
+	if err := tx.InsertOrder(ctx, o, limit); err != nil {
+		return false, err
+	}
+	return tx.decrement(ctx, o.VoucherID, o.Units(), 1, tx.placedData([]int64{o.ID}))
 }
 
 // oneRow reports whether an update matched a row. The MySQL connection uses

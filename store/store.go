@@ -65,7 +65,8 @@ type Tx struct {
 	// just before it commits (outbox.go), unless noOutbox.
 	events   outboxRows
 	noOutbox bool
-	// liveCounted are the orders DecrementForOrder counted live already.
+	// liveCounted are the orders PlaceOrder inserts, whose decrement
+	// counts them live and writes their order.placed.
 	liveCounted map[int64]bool
 }
 

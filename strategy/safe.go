@@ -32,25 +32,36 @@ func (s *conditional) PlaceOrder(ctx context.Context, req flashsale.OrderRequest
 }
 
 // take is the transaction both safe strategies run: refuse a buyer at the
-// limit, decrement conditionally, insert.
+// limit or when the stock is gone, insert, decrement conditionally (sold
+// out meanwhile: roll back).
 func (s *base) take(ctx context.Context, tx *store.Tx, v *flashsale.Voucher, o *flashsale.Order) error {
-	if err := checkLimit(ctx, tx.Queries, v, o); err != nil {
+	// One read for both refusals: after a sale sells out, nearly every
+	// buyer is refused here, writing nothing and never waiting for the
+	// voucher's row.
+	units, latest, left, err := tx.BuyerUnitsAndStock(ctx, v.ID, o.UserID)
+	if err != nil {
 		return err
+	}
+	if err := overLimit(v, units, o.Units(), latest); err != nil {
+		return err
+	}
+	if left < o.Units() {
+		return soldOut()
 	}
 	if err := s.raceWindow(ctx); err != nil {
 		return err
 	}
-	// Takes the stock, counts the order live and writes its order.placed
-	// in one statement: the one write of the voucher's row every buyer
-	// waits for.
-	ok, err := tx.DecrementForOrder(ctx, o)
+	// The order's writes first, the voucher's row last (PlaceOrder): every
+	// buyer waits for that row, and it is held only by its decrement, which
+	// also counts the order live and writes its order.placed, and COMMIT.
+	ok, err := tx.PlaceOrder(ctx, o, v.BuyerLimit())
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return soldOut()
 	}
-	return tx.InsertOrder(ctx, o, v.BuyerLimit())
+	return nil
 }
 
 // locked holds a distributed lock per buyer and voucher around the same

@@ -235,17 +235,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// checkLimit refuses an order that would take its buyer past the
-// voucher's limit: EDuplicateOrder naming the buyer's order for a limit of
-// 1, ELimitReached above.
-func checkLimit(ctx context.Context, c store.Queries, v *flashsale.Voucher, o *flashsale.Order) error {
-	units, latest, err := c.BuyerUnits(ctx, v.ID, o.UserID)
-	if err != nil {
-		return err
-	}
-	return overLimit(v, units, o.Units(), latest)
-}
-
 // overLimit returns the refusal of an order of q units by a buyer whose
 // live orders hold units, the latest of them latest, or nil when it fits.
 func overLimit(v *flashsale.Voucher, units, q int, latest int64) error {
