@@ -75,8 +75,9 @@ func (s *Service) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*
 const defaultMaxPending = 2048
 
 // defaultMaxGateWait is Config.MaxGateWait's default: half the 100 ms an
-// answer may take under overload, the other half for the gate call
-// itself and the rest of the request.
+// answer may take under overload for the wait the gate expects (the
+// calls ahead and the order's own); the other half for calls slower than
+// expected and the rest of the request.
 const defaultMaxGateWait = 50 * time.Millisecond
 
 // busy answers an order over Config.MaxPending or Config.MaxGateWait.
