@@ -15,7 +15,11 @@ import "time"
 //
 // Reads are not timed: one may have waited for entries (Block), which
 // says nothing of Redis.
-const slowAck = 10 * time.Millisecond // above: halve; below a quarter of it: double
+//
+// slowAck is a fifth of the 100 ms an order's answer may take when Redis
+// is the bottleneck: an ack of 500 entries passes it on a Redis held to a
+// tenth of a core, not on one held to a quarter.
+const slowAck = 20 * time.Millisecond // above: halve; below a quarter of it: double
 
 // readCount is how many entries the worker's next read asks for.
 func (w *worker) readCount() int {
