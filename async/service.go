@@ -47,7 +47,7 @@ type Config struct {
 	// makes answers no slower than this many orders take (issue 34).
 	MaxPending int
 	// MaxGateWait bounds how long orders wait for a voucher's gate
-	// (default 50ms): an order that would wait longer, its own call
+	// (default 40ms): an order that would wait longer, its own call
 	// included, behind the batches queued and in flight, at the pace
 	// orders waited lately, is answered EBusy with a Retry-After at once,
 	// without queueing; one full batch may always wait. MaxPending bounds
