@@ -66,6 +66,11 @@ type gateCall struct {
 	reply   *gateReply // nil until answered
 	err     error
 	durable bool // the replicas acknowledged the batch (always true but in durability replica)
+
+	// Set by admit for an order: when it was queued, and how many
+	// batches it is to wait for, its own included (0 for no args).
+	queued  time.Time
+	batches int
 }
 
 // gateQueue is what the batches of one voucher (or shard) are sent with.
@@ -80,7 +85,9 @@ type gateQueue struct {
 	maxBatch int
 	maxWait  time.Duration // Config.MaxGateWait
 
-	took *atomic.Int64 // Service.gateTook
+	pace *atomic.Int64 // Service.gatePace
+	// inflight counts the batches being run.
+	inflight atomic.Int64
 }
 
 // gate runs c (its args, or, for nil args, nothing) in the next batch of
@@ -106,7 +113,7 @@ func (s *Service) gate(voucherID int64, keys []string, shards int, c *gateCall) 
 // shardFill.
 func (s *Service) newGateQueue(voucherID int64, keys []string, shards int) *groupcommit.Queue[*gateCall] {
 	q := &gateQueue{gateKeys: keys, voucher: strconv.FormatInt(voucherID, 10), maxBatch: gateMaxBatch,
-		maxWait: s.cfg.MaxGateWait, took: &s.gateTook}
+		maxWait: s.cfg.MaxGateWait, pace: &s.gatePace}
 	workers, run, linger := 1, s.gateBatch, time.Duration(0)
 	if shards > 1 {
 		linger = max(s.cfg.ShardLinger, 0)
@@ -120,26 +127,56 @@ func (s *Service) newGateQueue(voucherID int64, keys []string, shards int) *grou
 		Workers: workers, Max: q.maxBatch, Admit: q.admit, Take: takeGate,
 		Linger: linger, Fill: func(queued int) int { return min(shards*queued, shardFill) },
 		Run: func(batch []*gateCall) {
-			start := time.Now()
+			q.inflight.Add(1)
 			run(q, batch)
-			took := q.took.Load() // racing workers of other queues may lose a sample: no matter
-			q.took.Store(took + (int64(time.Since(start))-took)/4)
+			q.inflight.Add(-1)
+			q.paced(batch, time.Now())
 		},
 	})
 }
 
-// admit refuses, with errGateBusy, an order that would wait too long: one
-// with full batches ahead of it (of the queued calls) whose time, with
-// the batch in flight's, at the time batches take now, passes maxWait.
-// One full batch may always wait, so a slow Redis still gets full
-// batches; a burst on a fast one is queued whole (issue 34: p99 ≤ 100 ms
-// when Redis is the bottleneck, and busy answers only then). A call with
-// no args (confirmReplicated) is never refused.
+// admit refuses, with errGateBusy, an order that would wait too long:
+// one whose batches ahead (the one in flight, the full ones queued) and
+// its own would take longer than maxWait at the pace orders waited lately
+// (paced). One full batch may always wait, so a slow Redis still gets
+// full batches, and a burst on a fast one is queued whole (issue 34: p99
+// ≤ 100 ms when Redis is the bottleneck, and busy answers only then). A
+// call with no args (confirmReplicated) is never refused. admit notes
+// when c was queued and how many batches it is to wait for.
 func (q *gateQueue) admit(c *gateCall, queued int) error {
-	if ahead := queued / q.maxBatch; c.args != nil && ahead > 0 && time.Duration(ahead+1)*time.Duration(q.took.Load()) > q.maxWait {
+	if c.args == nil {
+		return nil
+	}
+	c.queued, c.batches = time.Now(), queued/q.maxBatch+1
+	if q.inflight.Load() > 0 {
+		c.batches++
+	}
+	if queued >= q.maxBatch && time.Duration(c.batches)*time.Duration(q.pace.Load()) > q.maxWait {
 		return errGateBusy
 	}
 	return nil
+}
+
+// paced takes into q.pace, from a batch just answered, how long its
+// orders waited per batch they waited for, queued to answered: a moving
+// average over the instance's batches (their Redis is usually one
+// server, or masters alike). Unlike the time of the gate calls alone, it
+// counts whatever held the orders: the rest of the call in flight when
+// they came, other clients' commands run before theirs (the consumer's
+// reads and acks of hundreds of entries), the time between calls.
+func (q *gateQueue) paced(batch []*gateCall, answered time.Time) {
+	var sum time.Duration
+	n := 0
+	for _, c := range batch {
+		if c.batches > 0 {
+			sum += answered.Sub(c.queued) / time.Duration(c.batches)
+			n++
+		}
+	}
+	if n > 0 {
+		pace := q.pace.Load() // racing workers of other queues may lose a sample: no matter
+		q.pace.Store(pace + (int64(sum)/int64(n)-pace)/4)
+	}
 }
 
 // takeGate reads c's level as a batch takes it: the level seen before

@@ -74,10 +74,14 @@ func (s *Service) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*
 // for a Redis core deciding 30k a second.
 const defaultMaxPending = 2048
 
-// defaultMaxGateWait is Config.MaxGateWait's default: half the 100 ms an
-// answer may take under overload, the other half for the gate call
-// itself and the rest of the request.
-const defaultMaxGateWait = 50 * time.Millisecond
+// defaultMaxGateWait is Config.MaxGateWait's default: 40 of the 100 ms an
+// answer may take under overload for the wait the gate expects (the
+// calls ahead and the order's own); the rest for calls slower than
+// expected and the rest of the request. With 50, a Redis held to a tenth
+// of a core answered at a p99 of 128-163 ms; with 40, 98.5-99 ms, and a
+// quarter of a core kept its orders per second within noise
+// (BenchmarkOverloadedRedis, docs/benchmarks.md, i34o).
+const defaultMaxGateWait = 40 * time.Millisecond
 
 // busy answers an order over Config.MaxPending or Config.MaxGateWait.
 func busy() error {

@@ -46,12 +46,13 @@ type Config struct {
 	// with a Retry-After at once, without queueing, so a saturated Redis
 	// makes answers no slower than this many orders take (issue 34).
 	MaxPending int
-	// MaxGateWait bounds how long orders queue for a voucher's gate
-	// (default 50ms): an order that would wait longer, behind full
-	// batches, at the time gate calls take now, is answered EBusy with a
-	// Retry-After at once, without queueing. MaxPending bounds the count
-	// of orders in flight; this bounds their wait, whatever Redis's speed
-	// (issue 34: p99 ≤ 100 ms under overload).
+	// MaxGateWait bounds how long orders wait for a voucher's gate
+	// (default 40ms): an order that would wait longer, its own call
+	// included, behind the batches queued and in flight, at the pace
+	// orders waited lately, is answered EBusy with a Retry-After at once,
+	// without queueing; one full batch may always wait. MaxPending bounds
+	// the count of orders in flight; this bounds their wait, whatever
+	// Redis's speed (issue 34: p99 ≤ 100 ms under overload).
 	MaxGateWait time.Duration
 	// ShardLinger bounds how long a shard's gate batch waits to fill
 	// (default DefaultShardLinger; negative: never): each gate call costs
@@ -101,11 +102,10 @@ type Service struct {
 	// gates holds, per voucher, the orders waiting for a batch of the
 	// gate (gatebatch.go).
 	gates groupcommit.Map[string, *gateCall] // by meta key
-	// gateTook is how long a gate call takes, sent to answered: a moving
-	// average over all of the instance's gate calls, in ns (their Redis is
-	// usually one server, or masters alike). gateQueue.admit estimates an
-	// order's wait from it.
-	gateTook atomic.Int64
+	// gatePace is how long orders waited for the gate lately, queued to
+	// answered, per batch they waited for, in ns (gateQueue.paced).
+	// gateQueue.admit estimates an order's wait from it.
+	gatePace atomic.Int64
 	// pending counts the orders between the bound (Config.MaxPending) and
 	// their answer.
 	pending atomic.Int64

@@ -217,7 +217,8 @@ func (w *worker) touch(ctx context.Context, items []item) {
 // ack acknowledges the entries ids (lost from the stream) and persisted,
 // and trims the stream (ack.lua). It trims even when there is nothing to
 // acknowledge. It also records every persisted order's buyer in Redis if
-// Redis does not know it (see ack.lua).
+// Redis does not know it (see ack.lua). Its time sizes the next reads
+// (pace.go).
 func (w *worker) ack(ctx context.Context, ids []string, persisted []item) error {
 	entries := make([]string, 0, len(ids)+len(persisted))
 	entries = append(entries, ids...)
@@ -226,8 +227,12 @@ func (w *worker) ack(ctx context.Context, ids []string, persisted []item) error 
 		entries = append(entries, it.entry)
 		orders[i] = it.order
 	}
-	_, err := layout.Ack(ctx, w.c.client, w.keys, w.c.cfg.Group, entries, orders)
-	return err
+	start := time.Now()
+	if _, err := layout.Ack(ctx, w.c.client, w.keys, w.c.cfg.Group, entries, orders); err != nil {
+		return err
+	}
+	w.paced(time.Since(start))
+	return nil
 }
 
 // deadLetter moves an entry to the dead-letter stream with its kind and

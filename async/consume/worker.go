@@ -26,6 +26,7 @@ type worker struct {
 	nextDead   time.Time // when to look for consumers whose heartbeat is gone
 	nextRetire time.Time // when to check whether the voucher is done
 	held       []item    // the entries handle is working through
+	count      int       // entries the next read asks for; 0: BatchSize (pace.go)
 	drained    bool      // drainOwn has finished once in this worker's life
 }
 
@@ -165,10 +166,10 @@ func (w *worker) deliveries(ctx context.Context, entries []rueidis.XRangeEntry) 
 	return counts, nil
 }
 
-// readNew reads and persists new entries, waiting up to Block for them,
-// and returns how many it read.
+// readNew reads and persists new entries, as many as readCount, waiting
+// up to Block for them, and returns how many it read.
 func (w *worker) readNew(ctx context.Context) (int, error) {
-	cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.c.cfg.BatchSize)).
+	cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.readCount())).
 		Block(w.c.cfg.Block.Milliseconds()).Streams().Key(w.keys.Orders).Id(">").Build()
 	res, err := w.c.client.Do(ctx, cmd).AsXRead()
 	if rueidis.IsRedisNil(err) {

@@ -137,7 +137,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.openMetrics, "public-metrics", false, "serve /metrics on --addr too, to anyone (it shows the backlog, dead letters and drift the dashboard keeps for the admin)")
 	fs.DurationVar(&c.expireEvery, "expire-every", 100*time.Millisecond, "how often to expire orders past their pay_by and put their units back on sale (every instance does; each order expires once)")
 	fs.IntVar(&c.maxPending, "max-pending", 0, "with --strategy async, the most orders on their way to Redis at once in this instance; past it an order is answered 503 busy with Retry-After (0: 2048)")
-	fs.DurationVar(&c.maxGateWait, "max-gate-wait", 0, "with --strategy async, the longest orders may queue for a voucher's Redis gate; while they wait longer, an order is answered 503 busy with Retry-After (0: 50ms)")
+	fs.DurationVar(&c.maxGateWait, "max-gate-wait", 0, "with --strategy async, the longest orders may queue for a voucher's Redis gate; while they wait longer, an order is answered 503 busy with Retry-After (0: 40ms)")
 	fs.DurationVar(&c.shardLinger, "shard-linger", async.DefaultShardLinger, "with --strategy async, the longest a gate call of a voucher of K shards waits for K times the orders that queued during its shard's previous call: fewer, larger calls cost Redis less per order, for at most this more per order (0: never wait)")
 	c.payments.register(fs)
 	c.admission.register(fs)

@@ -19,6 +19,12 @@ const cpuCgroup = "/sys/fs/cgroup/cpu"
 // makes a server the bottleneck on purpose: a benchmark of overload on a
 // machine whose cores the load generator shares. It needs root and the
 // cgroup v1 cpu controller; without them it fails the test.
+//
+// The group's weight (cpu.shares) is 16 times the default, so on a
+// machine busy with other work the process still gets its share at once
+// when it has work: the cap is then what holds it back, not its
+// neighbours (a benchmark of the same binaries otherwise swings with the
+// machine's load).
 func LimitCPU(tb testing.TB, pid int, share float64) {
 	tb.Helper()
 	if share <= 0 || share > 1 {
@@ -45,5 +51,6 @@ func LimitCPU(tb testing.TB, pid int, share float64) {
 	}
 	write("cpu.cfs_period_us", strconv.Itoa(period))
 	write("cpu.cfs_quota_us", strconv.Itoa(int(share*period)))
+	write("cpu.shares", "16384")
 	write("cgroup.procs", strconv.Itoa(pid)) // moves every thread of pid
 }

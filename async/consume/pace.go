@@ -1,0 +1,41 @@
+package consume
+
+import "time"
+
+// A worker sizes its reads by how long its acks take (issue 34). One
+// XREADGROUP of 500 entries and its ack.lua cost Redis 2 to 4 ms of CPU:
+// on a Redis held to a tenth of a core that is 30 to 40 ms during which no
+// gate call runs, and the gate's p99 passes 100 ms. So while acks are slow
+// (Redis is the bottleneck), a read takes half as many entries, down to a
+// quarter of Config.BatchSize, and the ack that follows is as small; once
+// acks are quick again, reads grow back to BatchSize. A fast Redis never
+// shrinks them, so the normal case pays nothing: smaller batches cost
+// Redis more per order (the ack's trim and the read are per call) and
+// MySQL a transaction more.
+//
+// Reads are not timed: one may have waited for entries (Block), which
+// says nothing of Redis.
+//
+// slowAck is a fifth of the 100 ms an order's answer may take when Redis
+// is the bottleneck: an ack of 500 entries passes it on a Redis held to a
+// tenth of a core, not on one held to a quarter.
+const slowAck = 20 * time.Millisecond // above: halve; below a quarter of it: double
+
+// readCount is how many entries the worker's next read asks for.
+func (w *worker) readCount() int {
+	if w.count == 0 {
+		return w.c.cfg.BatchSize
+	}
+	return w.count
+}
+
+// paced sizes the worker's next reads by the time its last ack took.
+func (w *worker) paced(took time.Duration) {
+	n := w.readCount()
+	switch {
+	case took > slowAck:
+		w.count = max(n/2, w.c.cfg.BatchSize/4, 1)
+	case took < slowAck/4:
+		w.count = min(2*n, w.c.cfg.BatchSize)
+	}
+}
