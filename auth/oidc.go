@@ -294,8 +294,11 @@ func (o *oidc) verify(ctx context.Context, token string, now time.Time) (grant, 
 		if r, iss = o.routeOf(t); r != routeProvider {
 			return nil, errRouted
 		}
-		o.checked.Add(1)
-		return o.keyFor(ctx, t)
+		key, err := o.keyFor(ctx, t)
+		if err == nil {
+			o.checked.Add(1)
+		}
+		return key, err
 	})
 	if r != routeProvider {
 		return grant{}, r, iss, nil

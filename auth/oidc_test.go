@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"strings"
 	"sync"
@@ -65,6 +66,12 @@ func TestProviderRefuses(t *testing.T) {
 		return s
 	}
 	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, claims(p, "buyer-1")).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	// noneCased writes a token's alg as "None", which golang-jwt does not know.
+	noneCased := func(tok string) string {
+		head, rest, _ := strings.Cut(tok, ".")
+		b, _ := base64.RawURLEncoding.DecodeString(head)
+		return base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(b), `"none"`, `"None"`, 1))) + "." + rest
+	}
 	noKID, _ := jwt.NewWithClaims(jwt.SigningMethodRS256, claims(p, "buyer-1")).SignedString(k["rs"].Key)
 	forged := *k["rs"]
 	forged.KID = "forged"
@@ -73,6 +80,7 @@ func TestProviderRefuses(t *testing.T) {
 	valid := mustSign(t, k["rs"], claims(p, "buyer-1"))
 	cases := []struct{ name, token, label, msg string }{
 		{"alg none", none, "alg_none", "not signed (alg none)"},
+		{"alg None", noneCased(none), "alg_none", "not signed (alg none)"},
 		{"HS256 signed with the provider's public key", hmacWith(pubPEM), "alg_confusion", "HMAC"},
 		{"HS256 signed with our secret, provider's iss", hmacWith([]byte(testSecret)), "alg_confusion", "HMAC"},
 		{"no kid", noKID, "no_kid", "names no key (kid)"},

@@ -96,9 +96,10 @@ type Stats struct {
 	// keys as last read (each tries a rate-limited refresh);
 	// KeyRefreshFailures the failed reads of the keys.
 	UnknownKIDs, KeyRefreshFailures uint64
-	// ProviderTokens counts the provider's tokens checked (signature,
-	// claims, buyer): those the token cache did not answer for, each
-	// once however many of its requests arrived together.
+	// ProviderTokens counts the provider's tokens whose signature was
+	// checked with a key of the provider: those the token cache did not
+	// answer for, once for the requests of a token that arrived together
+	// (again for a request that waited on one whose own request ended).
 	ProviderTokens uint64
 }
 

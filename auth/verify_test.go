@@ -98,6 +98,7 @@ func verifyCases(t *testing.T, a *Authenticator) []struct{ name, token, want str
 		{"signature padded", issued + "=", notValid},
 		{"signature's unused low bits flipped (golang-jwt ignores them)", unsigned + sig[:42] + string(b64Alphabet[strings.IndexByte(b64Alphabet, sig[42])^1]), ""},
 		{"alg none", b64.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + strings.Split(issued, ".")[1] + ".", "the token is not signed (alg none)"},
+		{"alg None", b64.EncodeToString([]byte(`{"alg":"None","typ":"JWT"}`)) + "." + strings.Split(issued, ".")[1] + ".", "the token is not signed (alg none)"},
 		{"alg HS512", signRaw(sha512.New, testSecret, `{"alg":"HS512","typ":"JWT"}`, `{"sub":"7","exp":`+exp+`}`), notValid},
 		{"alg RS256 with an HMAC", signRaw(sha256.New, testSecret, `{"alg":"RS256","typ":"JWT"}`, `{"sub":"7","exp":`+exp+`}`), notValid},
 		{"header with kid (golang-jwt's path)", kid, ""},

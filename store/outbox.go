@@ -12,7 +12,7 @@ import (
 )
 
 // The transactional outbox's writing side. The order.placed events of
-// the orders a stock decrement places (DecrementForOrder; takeStock for
+// the orders a stock decrement places (PlaceOrder; takeStock for
 // the batch strategy and the consumer's persist) are written by the
 // database, by a trigger on the decrement (outboxtriggers.go): one row
 // per decrement, type order.placed, order_id 0, n the number of orders
@@ -25,7 +25,7 @@ import (
 // voucher events are written by triggers too (stocktriggers.go).
 //
 // Every other order event (paid, cancelled, expired, failed, and placed
-// by InsertOrder without DecrementForOrder) is added to the Tx as it
+// by InsertOrder without PlaceOrder) is added to the Tx as it
 // happens, and DB.Tx writes them just before it commits, in multi-row
 // INSERTs of up to 500: an event exists if and only if its change
 // committed, at one more round trip per transaction, not one per event.

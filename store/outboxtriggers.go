@@ -15,7 +15,7 @@ import (
 //     sequencer gives a row n positions, and an event's sequence and id
 //     are its position.
 //   - vouchers.placed_orders: the ids of the orders the voucher's last
-//     placing decrement was for (DecrementForOrder for the conditional
+//     placing decrement was for (PlaceOrder for the conditional
 //     and lock strategies; the batch strategy's and the consumer's
 //     decrement, one per voucher of a batch). The trigger below copies
 //     them into the outbox in the decrementing statement: no round trip
