@@ -158,7 +158,10 @@ func (tx *Tx) placedData(ids []int64) string {
 // first, voucher's row last, where a cancel or expiry takes the voucher's
 // row first: a buyer cancelling one order while placing another of the
 // same voucher (a limit above 1) can deadlock with himself, and InnoDB
-// rolls one back — a cancel is retried (txRetrying), this returns EBusy.
+// rolls one back — a cancel is retried (txRetrying), this returns EBusy
+// (the strategies try their transaction again). A rollback after a
+// sold-out decrement can also deadlock the same buyer's other clicks,
+// which wait on the rolled-back rows' keys: EBusy again.
 func (tx *Tx) PlaceOrder(ctx context.Context, o *flashsale.Order, limit int) (bool, error) {
 	if o.Units() <= 0 {
 		return false, flashsale.Errorf(flashsale.EInvalid, "cannot decrement stock by %d", o.Units())

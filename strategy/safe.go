@@ -25,10 +25,29 @@ func (s *conditional) PlaceOrder(ctx context.Context, req flashsale.OrderRequest
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.DB.Tx(ctx, func(tx *store.Tx) error { return s.take(ctx, tx, v, o) }); err != nil {
+	if err := s.takeTx(ctx, v, o); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// takeAttempts bounds takeTx's attempts.
+const takeAttempts = 3
+
+// takeTx runs take in a transaction, again (at most takeAttempts in all)
+// when InnoDB chose it as a deadlock's victim (EBusy). take writes the
+// order before it takes the voucher's row, so a decrement that finds the
+// stock gone rolls back rows that the same buyer's other clicks wait on
+// (the duplicate key's shared lock), and those waiters can deadlock; the
+// next attempt finds the sale sold out, or the buyer's order, at its
+// first read.
+func (s *base) takeTx(ctx context.Context, v *flashsale.Voucher, o *flashsale.Order) error {
+	for attempt := 1; ; attempt++ {
+		err := s.cfg.DB.Tx(ctx, func(tx *store.Tx) error { return s.take(ctx, tx, v, o) })
+		if err == nil || attempt == takeAttempts || flashsale.ErrorCode(err) != flashsale.EBusy || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // take is the transaction both safe strategies run: refuse a buyer at the
@@ -89,7 +108,7 @@ func (s *locked) PlaceOrder(ctx context.Context, req flashsale.OrderRequest) (*f
 	defer l.Unlock(context.WithoutCancel(ctx)) //nolint:errcheck // the order is committed or not either way; an expired lock has nothing left to release
 	// Run the transaction under the lock's context: if the lock is lost
 	// (its lease could not be renewed), the transaction is abandoned.
-	if err := s.cfg.DB.Tx(l.Context(), func(tx *store.Tx) error { return s.take(l.Context(), tx, v, o) }); err != nil {
+	if err := s.takeTx(l.Context(), v, o); err != nil {
 		return nil, err
 	}
 	return o, nil
