@@ -23,6 +23,7 @@ const (
 	GateDuplicate  = gateDuplicate
 	GateSoldOut    = gateSoldOut
 	GateNotStarted = gateNotStarted
+	GateKeyPlaced  = gateKeyPlaced
 	GateMaxBatch   = gateMaxBatch
 )
 
@@ -44,6 +45,8 @@ func ParseGateReplies(res []rueidis.RedisMessage, units []int64) ([]GateDecision
 			out[i].Value = strconv.FormatInt(r.left, 10)
 		case gateDuplicate:
 			out[i].Value = r.order
+		case gateKeyPlaced:
+			out[i].Value = strconv.FormatInt(r.n, 10) + ":" + r.entry
 		}
 	}
 	return out, err

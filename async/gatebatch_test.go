@@ -12,6 +12,7 @@ import (
 	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/async/consume"
 	"github.com/flashsale/flashsale/async/internal/asynctest"
+	"github.com/flashsale/flashsale/async/internal/layout"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -257,4 +258,74 @@ func stallableSale(t *testing.T, stock int) (*env, *testenv.RedisServer, *async.
 		t.Fatal(err)
 	}
 	return e, srv, svc, v
+}
+
+// TestGateBatchIsOneEntry sends gate.lua one batch of orders of every
+// shape (two units with a payment window, an idempotency key with a space
+// in it, the same key again, a plain one): the accepted orders go to the
+// stream as one entry that layout.ParseEntry reads back whole, the order
+// whose key an earlier one of the batch took is told that order and its
+// entry, every pointer names the entry, and a consumer persists the
+// orders as they were asked, the backlog counting orders until it has.
+func TestGateBatchIsOneEntry(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	v := e.windowVoucher(10, 10*time.Minute, 3, 1)
+	vk := e.Keys.Voucher(v.ID)
+	keys := append(vk.Gate(), vk.Meta+":p") // a pointer bucket in the voucher's slot
+	args := []string{itoa(v.ID), "60000",
+		"1", "201", "2", "", "5",
+		"2", "202", "1", "k 1", "5",
+		"2", "203", "1", "k 1", "5",
+		"3", "204", "1", "", "5"}
+	res, err := async.GateScript.Exec(ctx, e.Client, keys, args).ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := async.ParseGateReplies(res, []int64{2, 1, 1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := e.Do(e.Client.B().Xrange().Key(vk.Orders).Start("-").End("+").Build()).AsXRange()
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("stream %v, %v; want one entry", entries, err)
+	}
+	entry := entries[0].ID
+	want := []async.GateDecision{{Code: async.GateAccepted, Value: "8"}, {Code: async.GateAccepted, Value: "7"},
+		{Code: async.GateKeyPlaced, Value: "202:" + entry}, {Code: async.GateAccepted, Value: "6"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("decisions %v, want %v", got, want)
+	}
+	orders, bad := layout.ParseEntry(v.ID, entry, entries[0].FieldValues)
+	if len(bad) != 0 || len(orders) != 3 {
+		t.Fatalf("the entry holds %+v, bad %v; want orders 201, 202, 204", orders, bad)
+	}
+	for i, w := range []struct {
+		id, user int64
+		q        int
+		key      string
+	}{{201, 1, 2, ""}, {202, 2, 1, "k 1"}, {204, 3, 1, ""}} {
+		o := orders[i]
+		if o.ID != w.id || o.UserID != w.user || o.Quantity != w.q || o.IdempotencyKey != w.key || o.PayBy.IsZero() {
+			t.Errorf("order %d of the entry: %+v; want %+v with a pay_by", i, o, w)
+		}
+	}
+	pointers, err := e.Do(e.Client.B().Hgetall().Key(keys[4]).Build()).AsStrMap()
+	if err != nil || len(pointers) != 3 || pointers["202"] != itoa(v.ID)+":2:"+entry {
+		t.Errorf("pointers %v, %v; want orders 201, 202, 204 at entry %s", pointers, err, entry)
+	}
+	if n, err := async.VoucherBacklog(ctx, e.Client, e.Prefix, "", v.ID); err != nil || n != 3 {
+		t.Errorf("backlog %d, %v; want 3 orders", n, err)
+	}
+	e.Run(consume.New(e.Client, e.DB, e.ConsumerConfig()))
+	e.WaitDrained(v.ID, 3)
+	for _, w := range orders {
+		o, err := e.DB.FindOrder(ctx, w.ID)
+		if err != nil || o.UserID != w.UserID || o.Quantity != w.Quantity || o.IdempotencyKey != w.IdempotencyKey || o.Status != flashsale.StatusAwaitingPayment {
+			t.Errorf("order %d in MySQL: %+v, %v; want %+v awaiting payment", w.ID, o, err, w)
+		}
+	}
+	if n, err := async.VoucherBacklog(ctx, e.Client, e.Prefix, "", v.ID); err != nil || n != 0 {
+		t.Errorf("backlog %d, %v once persisted; want 0", n, err)
+	}
 }

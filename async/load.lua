@@ -1,4 +1,4 @@
--- load.lua makes a voucher sellable in Redis, once: when its meta hash is
+-- load.lua (after entry.lua) makes a voucher sellable in Redis, once: when its meta hash is
 -- missing it creates the stream's consumer group (from the first entry, so
 -- none is missed), takes in the snapshot of MySQL the caller staged (the
 -- buyers of live orders, the closed orders whose returns are pending, the
@@ -76,14 +76,11 @@ local orders = tonumber(ARGV[8])
 -- Orders accepted but not persisted yet are in the stream, not in MySQL:
 -- their buyers hold stock too.
 local stock = tonumber(ARGV[1])
-for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do
-  local f, order, user, q, key = e[2], nil, nil, 1, nil
-  for i = 1, #f, 2 do
-    if f[i] == 'o' then order = f[i + 1] elseif f[i] == 'u' then user = f[i + 1] elseif f[i] == 'q' then q = tonumber(f[i + 1])
-    elseif f[i] == 'k' then key = f[i + 1] end
-  end
+-- take counts an order of the stream: its key as placed, and, unless
+-- MySQL holds it, its units as its buyer's.
+local function take(entry, order, user, q, key)
   if order and user and key then
-    redis.call('HSET', KEYS[4], user .. ':' .. key, order .. ':' .. e[1])
+    redis.call('HSET', KEYS[4], user .. ':' .. key, order .. ':' .. entry)
   end
   if order and user and not persisted[order] then
     local units, latest = 0, nil
@@ -99,6 +96,36 @@ for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do
       stock = stock - q
       orders = orders + 1
     end
+  end
+end
+
+-- unacked holds the ids of the entries the group has not acknowledged:
+-- after its last delivered entry, or pending. Their orders are the
+-- backlog the gate and ack.lua count on from here (meta's queued).
+local unacked, queued = {}, 0
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[3])) do
+  local info = {}
+  for i = 1, #g, 2 do
+    info[g[i]] = g[i + 1]
+  end
+  if info['name'] == ARGV[5] then
+    for _, e in ipairs(redis.call('XRANGE', KEYS[3], '(' .. info['last-delivered-id'], '+')) do
+      unacked[e[1]] = true
+    end
+    if info['pending'] > 0 then
+      for _, p in ipairs(redis.call('XPENDING', KEYS[3], ARGV[5], '-', '+', info['pending'])) do
+        unacked[p[1]] = true
+      end
+    end
+  end
+end
+for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do
+  local list = entry_orders(e[2])
+  for _, o in ipairs(list) do
+    take(e[1], o.order, o.user, o.q, o.key)
+  end
+  if unacked[e[1]] then
+    queued = queued + #list
   end
 end
 -- Every unit the buyers hold is not in stock: the stock is at most what
@@ -126,5 +153,5 @@ local loaded = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 redis.call('HSETNX', KEYS[4], '-', '')
 redis.call('HSETNX', KEYS[5], '-', '0')
 redis.call('HSET', KEYS[1], 'stock', stock, 'initial', ARGV[2], 'begin', ARGV[3], 'end', ARGV[4], 'loaded', loaded,
-  'limit', ARGV[6], 'window', ARGV[7], 'orders', orders)
+  'limit', ARGV[6], 'window', ARGV[7], 'orders', orders, 'queued', queued)
 return 1

@@ -227,7 +227,7 @@ func (r *modelRun) consume() {
 func (r *modelRun) backlog() int64 {
 	var n int64
 	for _, vk := range r.shards {
-		b, _, err := layout.StreamBacklog(context.Background(), r.Client, vk, layout.DefaultGroup)
+		b, _, _, err := layout.StreamBacklog(context.Background(), r.Client, vk, layout.DefaultGroup)
 		if err == nil {
 			n += b
 		}

@@ -249,10 +249,14 @@ func (s *Service) pendingAt(ctx context.Context, id int64, p pointer) (*flashsal
 	if len(fields) == 0 {
 		return &flashsale.Order{ID: id, VoucherID: p.voucher, UserID: p.user, Quantity: 1, Status: flashsale.StatusFailed}, nil
 	}
-	o, err := layout.ParseOrder(p.voucher, p.entry, fields)
-	if err != nil {
-		return nil, fmt.Errorf("async: entry of order %d: %w", id, err)
+	orders, bad := layout.ParseEntry(p.voucher, p.entry, fields)
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("async: entry of order %d: %w", id, bad[0].Err)
 	}
+	if len(orders) != 1 || orders[0].ID != id {
+		return nil, fmt.Errorf("async: entry %s does not hold order %d: %w", p.entry, id, layout.ErrMalformed)
+	}
+	o := orders[0]
 	o.Status = flashsale.StatusPending
 	return &o, nil
 }

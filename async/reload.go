@@ -112,8 +112,10 @@ func (s *Service) readSnapshot(ctx context.Context, voucherID int64, load []layo
 			return nil, snap, unavailable(fmt.Sprintf("reload voucher %d", voucherID), err)
 		}
 		for _, e := range entries {
-			if id, err := strconv.ParseInt(e.FieldValues[layout.FieldOrder], 10, 64); err == nil {
-				stream = append(stream, id)
+			for _, o := range layout.EntryOrderIDs(e.FieldValues) {
+				if id, err := strconv.ParseInt(o, 10, 64); err == nil {
+					stream = append(stream, id)
+				}
 			}
 		}
 	}
@@ -243,8 +245,10 @@ func (s *Service) streamPersisted(ctx context.Context, vk layout.VoucherKeys, pe
 	}
 	var ids []string
 	for _, e := range entries {
-		if id := e.FieldValues[layout.FieldOrder]; persisted[id] {
-			ids = append(ids, id)
+		for _, id := range layout.EntryOrderIDs(e.FieldValues) {
+			if persisted[id] {
+				ids = append(ids, id)
+			}
 		}
 	}
 	return ids

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/flashsale/flashsale/async/internal/layout"
 	"github.com/flashsale/flashsale/internal/luascript"
 )
 
@@ -22,7 +23,7 @@ var (
 	epochLua string
 
 	gateScript   = rueidis.NewLuaScript(gateLua)
-	loadScript   = rueidis.NewLuaScript(loadLua)
+	loadScript   = rueidis.NewLuaScript(layout.EntryLua + loadLua)
 	lookupScript = rueidis.NewLuaScriptReadOnly(lookupLua)
 	epochScript  = luascript.New(epochLua)
 )

@@ -76,9 +76,9 @@ func sellThrough(t *testing.T, svcs []*async.Service, voucherID int64, us []int6
 // consumers stopped and dead-letters the order as a consumer would.
 func (e *env) deadLetterOnShard(voucherID, user int64, vk layout.VoucherKeys) {
 	e.T.Helper()
-	e.Buy(voucherID, user)
+	order := e.Buy(voucherID, user)[0]
 	res, err := e.Do(e.Client.B().Xreadgroup().Group(async.DefaultGroup, "c").Count(1).Streams().Key(vk.Orders).Id(">").Build()).AsXRead()
-	if err != nil || len(res[vk.Orders]) != 1 || res[vk.Orders][0].FieldValues[layout.FieldUser] != itoa(user) {
+	if err != nil || len(res[vk.Orders]) != 1 || res[vk.Orders][0].FieldValues[itoa(order.ID)] != itoa(user) {
 		e.T.Fatalf("reading user %d's entry on shard %s: %v, %v", user, vk.Body, res, err)
 	}
 	e.DeadLetter(vk, res[vk.Orders][0], "crafted", string(layout.DeadMalformed))

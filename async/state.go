@@ -85,7 +85,7 @@ func VoucherBacklog(ctx context.Context, client rueidis.Client, prefix, group st
 	}
 	var sum int64
 	for _, vk := range keys.Shards(voucherID, n) {
-		b, _, err := layout.StreamBacklog(ctx, client, vk, cmp.Or(group, DefaultGroup))
+		b, _, _, err := layout.StreamBacklog(ctx, client, vk, cmp.Or(group, DefaultGroup))
 		if err != nil {
 			return 0, fmt.Errorf("async: backlog of voucher %d: %w", voucherID, err)
 		}

@@ -20,17 +20,19 @@ type item struct {
 	deliveries int64 // 0 when not known
 }
 
-// handle persists a batch of entries and acknowledges them; an entry
-// delivered more than MaxDeliveries times (deliveries, parallel to
-// entries, or nil when this process read them new) is persisted on its
-// own after the batch, and dead-lettered only if that fails for good or
-// MaxDeliveries attempts on its own never finished. It returns an error
-// only when entries are left pending (ctx done, Redis failed, or the
-// replicas do not have them: ErrNotReplicated).
+// handle persists the orders of entries and acknowledges the entries; an
+// entry delivered more than MaxDeliveries times (deliveries, parallel to
+// entries, or nil when this process read them new) has its orders
+// persisted one by one after the batch, each dead-lettered only if that
+// fails for good or MaxDeliveries attempts on its own never finished. An
+// entry is acknowledged once each of its orders is persisted or
+// dead-lettered. It returns an error only when entries are left pending
+// (ctx done, Redis failed, or the replicas do not have them:
+// ErrNotReplicated).
 func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64) error {
 	// Alone, an order that crashes its consumer does not take its batch
 	// with it; the count of attempts alone is kept in Redis, so a crash
-	// blames the entry being persisted, not those waiting behind it, and
+	// blames the order being persisted, not those waiting behind it, and
 	// deliveries that add up while MySQL is down and consumers restart do
 	// not give an accepted order up.
 	if len(entries) == 0 {
@@ -39,78 +41,133 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 	if err := w.replicated(ctx); err != nil {
 		return err
 	}
-	var batch, alone []item
-	var ack []string
-	for i, e := range entries {
-		it := item{entry: e.ID}
-		if deliveries != nil {
-			it.deliveries = deliveries[i]
-		}
-		if e.FieldValues == nil {
-			w.lostEntry(e.ID)
-			ack = append(ack, e.ID)
-			continue
-		}
-		o, err := parseOrder(w.voucher, e)
-		switch {
-		case err != nil:
-			err = w.deadLetter(ctx, it, e.FieldValues[layout.FieldOrder], e.FieldValues[layout.FieldUser], layout.DeadMalformed, err.Error())
-		case it.deliveries > w.c.cfg.MaxDeliveries:
-			it.order = o
-			alone = append(alone, it)
-		default:
-			it.order = o
-			batch = append(batch, it)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	w.held = append(batch, alone...) // touched while MySQL is retried
-	defer func() { w.held = nil }()
-	persisted, err := w.persist(ctx, batch)
+	batch, alone, acks, aloneAcks, err := w.split(ctx, entries, deliveries)
 	if err != nil {
 		return err
 	}
-	if err := w.ack(ctx, ack, persisted); err != nil {
+	w.held = append(batch, alone...) // touched while MySQL is retried
+	defer func() { w.held = nil }()
+	if err := w.persistChunks(ctx, batch, acks); err != nil {
 		return err
 	}
-	for _, it := range alone {
-		if err := w.persistAlone(ctx, it); err != nil {
+	return w.handleAlone(ctx, alone, aloneAcks)
+}
+
+// split reads entries (deliveries as for handle) as the items to persist
+// in one batch and those to persist alone, with the entries of each, in
+// their order. It dead-letters the orders it cannot read.
+func (w *worker) split(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64) (batch, alone []item, acks, aloneAcks []layout.AckEntry, err error) {
+	orders := 0
+	for i, e := range entries {
+		var d int64
+		if deliveries != nil {
+			d = deliveries[i]
+		}
+		if e.FieldValues == nil {
+			w.lostEntry(e.ID)
+			acks = append(acks, layout.AckEntry{ID: e.ID})
+			continue
+		}
+		parsed, bad := layout.ParseEntry(w.voucher, e.ID, e.FieldValues)
+		for _, b := range bad {
+			if err := w.deadLetter(ctx, item{entry: e.ID, deliveries: d}, b.Order, b.User, layout.DeadMalformed, b.Err.Error()); err != nil {
+				return nil, nil, nil, nil, err
+			}
+		}
+		ack := layout.AckEntry{ID: e.ID, Orders: len(parsed) + len(bad)}
+		orders += ack.Orders
+		items := make([]item, len(parsed))
+		for j, o := range parsed {
+			o.Status = flashsale.StatusPending
+			items[j] = item{entry: e.ID, order: o, deliveries: d}
+		}
+		if d > w.c.cfg.MaxDeliveries {
+			alone, aloneAcks = append(alone, items...), append(aloneAcks, ack)
+		} else {
+			batch, acks = append(batch, items...), append(acks, ack)
+		}
+	}
+	w.learn(len(entries), orders)
+	return batch, alone, acks, aloneAcks, nil
+}
+
+// persistChunks persists items in transactions of at most BatchSize
+// orders (an entry holds a gate batch, so a read's orders are not known
+// before it) and, after each, acknowledges the entries of acks it
+// settled: acks are in the order of the items' entries, whose items are
+// together. It acknowledges, and trims, at least once.
+func (w *worker) persistChunks(ctx context.Context, items []item, acks []layout.AckEntry) error {
+	start, done := 0, 0
+	for {
+		end := min(len(items), start+w.c.cfg.BatchSize)
+		persisted, err := w.persist(ctx, items[start:end])
+		if err != nil {
+			return err
+		}
+		settled := done
+		for settled < len(acks) && (end == len(items) || acks[settled].ID != items[end].entry) {
+			settled++
+		}
+		if err := w.ack(ctx, acks[done:settled], persisted); err != nil {
+			return err
+		}
+		if start, done = end, settled; start == len(items) {
+			return nil
+		}
+	}
+}
+
+// handleAlone persists the orders of over-delivered entries one by one
+// (items, in the order of acks) and acknowledges each entry once its
+// orders are settled.
+func (w *worker) handleAlone(ctx context.Context, items []item, acks []layout.AckEntry) error {
+	for _, ack := range acks {
+		var persisted []item
+		for _, it := range items {
+			if it.entry != ack.ID {
+				continue
+			}
+			done, err := w.persistAlone(ctx, it)
+			if err != nil {
+				return err
+			}
+			persisted = append(persisted, done...)
+		}
+		if err := w.ack(ctx, []layout.AckEntry{ack}, persisted); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// persistAlone persists an over-delivered entry on its own, or
-// dead-letters it if attempts on its own keep dying (see handle).
-func (w *worker) persistAlone(ctx context.Context, it item) error {
-	cmd := w.c.client.B().Hincrby().Key(w.keys.Tries).Field(it.entry).Increment(1).Build()
+// persistAlone persists an order of an over-delivered entry on its own,
+// or dead-letters it if attempts on its own keep dying (see handle). It
+// returns the order if it is in MySQL now.
+func (w *worker) persistAlone(ctx context.Context, it item) ([]item, error) {
+	field := it.entry + "/" + strconv.FormatInt(it.order.ID, 10)
+	cmd := w.c.client.B().Hincrby().Key(w.keys.Tries).Field(field).Increment(1).Build()
 	tries, err := w.c.client.Do(ctx, cmd).AsInt64()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var persisted []item
 	if tries > w.c.cfg.MaxDeliveries {
 		reason := fmt.Sprintf("delivered %d times; %d attempts to persist it on its own did not finish", it.deliveries, tries-1)
 		err = w.deadLetter(ctx, it, "", "", layout.DeadPoison, reason)
 	} else {
-		var persisted []item
-		if persisted, err = w.persist(ctx, []item{it}); err == nil {
-			err = w.ack(ctx, nil, persisted)
-		}
+		persisted, err = w.persist(ctx, []item{it})
 	}
 	if err != nil {
 		// A stop or an outage is not a death: only attempts that never
-		// return (the process died in them) may count against the entry.
+		// return (the process died in them) may count against the order.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = w.c.client.Do(dctx, w.c.client.B().Hincrby().Key(w.keys.Tries).Field(it.entry).Increment(-1).Build()).Error()
-		return err
+		_ = w.c.client.Do(dctx, w.c.client.B().Hincrby().Key(w.keys.Tries).Field(field).Increment(-1).Build()).Error()
+		return nil, err
 	}
-	// Settled: acknowledged or dead-lettered. A count left behind by a
+	// Settled: persisted or dead-lettered. A count left behind by a
 	// failure here is harmless (entry ids are never reused).
-	return w.c.client.Do(ctx, w.c.client.B().Hdel().Key(w.keys.Tries).Field(it.entry).Build()).Error()
+	return persisted, w.c.client.Do(ctx, w.c.client.B().Hdel().Key(w.keys.Tries).Field(field).Build()).Error()
 }
 
 // persist writes items to MySQL and returns those in MySQL now, to
@@ -203,9 +260,11 @@ func (w *worker) persistRetry(ctx context.Context, items []item) (flashsale.Pers
 // counting a delivery (XCLAIM JUSTID), so ClaimIdle does not expire while
 // it waits for MySQL.
 func (w *worker) touch(ctx context.Context, items []item) {
-	ids := make([]string, len(items))
-	for i, it := range items {
-		ids[i] = it.entry
+	var ids []string
+	for _, it := range items {
+		if len(ids) == 0 || ids[len(ids)-1] != it.entry { // an entry's orders are together
+			ids = append(ids, it.entry)
+		}
 	}
 	cmd := w.c.client.B().Xclaim().Key(w.keys.Orders).Group(w.c.cfg.Group).Consumer(w.c.cfg.Name).
 		MinIdleTime("0").Id(ids...).Justid().Build()
@@ -214,30 +273,27 @@ func (w *worker) touch(ctx context.Context, items []item) {
 	}
 }
 
-// ack acknowledges the entries ids (lost from the stream) and persisted,
-// and trims the stream (ack.lua). It trims even when there is nothing to
-// acknowledge. It also records every persisted order's buyer in Redis if
-// Redis does not know it (see ack.lua). Its time sizes the next reads
-// (pace.go).
-func (w *worker) ack(ctx context.Context, ids []string, persisted []item) error {
-	entries := make([]string, 0, len(ids)+len(persisted))
-	entries = append(entries, ids...)
+// ack acknowledges entries, whose orders are persisted (persisted) or
+// dead-lettered, and trims the stream (ack.lua). It trims even when there
+// is nothing to acknowledge. It also records every persisted order's
+// buyer in Redis if Redis does not know it (see ack.lua). Its time sizes
+// the next reads (pace.go).
+func (w *worker) ack(ctx context.Context, entries []layout.AckEntry, persisted []item) error {
 	orders := make([]flashsale.Order, len(persisted))
 	for i, it := range persisted {
-		entries = append(entries, it.entry)
 		orders[i] = it.order
 	}
 	start := time.Now()
 	if _, err := layout.Ack(ctx, w.c.client, w.keys, w.c.cfg.Group, entries, orders); err != nil {
 		return err
 	}
-	if len(entries) > 1 { // one entry's quick ack says nothing of a read's
+	if len(orders) > 1 { // one order's quick ack says nothing of a read's
 		w.paced(time.Since(start))
 	}
 	return nil
 }
 
-// deadLetter moves an entry to the dead-letter stream with its kind and
+// deadLetter moves an order to the dead-letter stream with its kind and
 // reason and reports it. order and user default to the item's order.
 func (w *worker) deadLetter(ctx context.Context, it item, order, user string, kind layout.DeadKind, reason string) error {
 	if order == "" && it.order.ID != 0 {
@@ -258,11 +314,4 @@ func (w *worker) deadLetter(ctx context.Context, it item, order, user string, ki
 			"entry", it.entry, "order", order, "user", user, "kind", kind, "reason", reason, "deliveries", it.deliveries)
 	}
 	return nil
-}
-
-// parseOrder reads a stream entry as a new order.
-func parseOrder(voucherID int64, e rueidis.XRangeEntry) (flashsale.Order, error) {
-	o, err := layout.ParseOrder(voucherID, e.ID, e.FieldValues)
-	o.Status = flashsale.StatusPending
-	return o, err
 }

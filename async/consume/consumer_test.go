@@ -126,11 +126,11 @@ func TestRedeliveredEntriesAreNotDuplicated(t *testing.T) {
 	held := e.Deliver(v.ID, "died", 20)
 	var orders []flashsale.Order
 	for _, en := range held {
-		o, err := consume.ParseOrder(v.ID, en)
+		o, err := consume.ParseOrders(v.ID, en)
 		if err != nil {
 			t.Fatal(err)
 		}
-		orders = append(orders, o)
+		orders = append(orders, o...)
 	}
 	if _, err := e.DB.PersistOrders(ctx, orders); err != nil {
 		t.Fatal(err)
@@ -159,7 +159,8 @@ func TestOverDeliveredEntriesAreTriedAloneThenDeadLettered(t *testing.T) {
 		e.Do(e.Client.B().Xclaim().Key(vk.Orders).Group(async.DefaultGroup).Consumer("died").MinIdleTime("0").
 			Id(h.ID).Retrycount(10).Build())
 	}
-	e.Do(e.Client.B().Hset().Key(vk.Tries).FieldValue().FieldValue(held[1].ID, "5").Build())
+	tries := held[1].ID + "/" + itoa(accepted[1].ID) // attempts are counted per order
+	e.Do(e.Client.B().Hset().Key(vk.Tries).FieldValue().FieldValue(tries, "5").Build())
 	c := consume.New(e.Client, e.DB, e.ConsumerConfig())
 	e.Run(c)
 	e.WaitDrained(v.ID, 2)
@@ -185,9 +186,10 @@ func TestOverDeliveredEntriesAreTriedAloneThenDeadLettered(t *testing.T) {
 func TestStoppedAttemptOnItsOwnDoesNotCount(t *testing.T) {
 	e := newEnv(t)
 	v := e.Voucher(10)
-	e.Buy(v.ID, 1)
+	bought := e.Buy(v.ID, 1)
 	held := e.Deliver(v.ID, "died", 1)
 	vk := e.Keys.Voucher(v.ID)
+	tries := held[0].ID + "/" + itoa(bought[0].ID) // attempts are counted per order
 	e.Do(e.Client.B().Xclaim().Key(vk.Orders).Group(async.DefaultGroup).Consumer("died").MinIdleTime("0").
 		Id(held[0].ID).Retrycount(10).Build())
 	down, err := store.Open(context.Background(), e.URL) // closed at once: every write fails
@@ -197,11 +199,11 @@ func TestStoppedAttemptOnItsOwnDoesNotCount(t *testing.T) {
 	down.Close()
 	stop := e.Run(consume.New(e.Client, down, e.ConsumerConfig()))
 	e.WaitFor("the attempt on its own", 10*time.Second, func() (bool, error) {
-		n, err := e.Do(e.Client.B().Hget().Key(vk.Tries).Field(held[0].ID).Build()).AsInt64()
+		n, err := e.Do(e.Client.B().Hget().Key(vk.Tries).Field(tries).Build()).AsInt64()
 		return n == 1, ignoreNil(err)
 	})
 	stop()
-	n, err := e.Do(e.Client.B().Hget().Key(vk.Tries).Field(held[0].ID).Build()).AsInt64()
+	n, err := e.Do(e.Client.B().Hget().Key(vk.Tries).Field(tries).Build()).AsInt64()
 	if ignoreNil(err) != nil || n != 0 {
 		t.Fatalf("attempts counted after a stop: %d, %v; want 0", n, err)
 	}

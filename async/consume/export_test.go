@@ -5,12 +5,23 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async/internal/layout"
 )
 
 // Internals the external tests (package consume_test) use.
 
-var ParseOrder = parseOrder
+// ParseOrders reads a stream entry's orders as the worker does.
+func ParseOrders(voucherID int64, e rueidis.XRangeEntry) ([]flashsale.Order, error) {
+	orders, bad := layout.ParseEntry(voucherID, e.ID, e.FieldValues)
+	if len(bad) > 0 {
+		return nil, bad[0].Err
+	}
+	for i := range orders {
+		orders[i].Status = flashsale.StatusPending
+	}
+	return orders, nil
+}
 
 // Handle has a worker of c persist entries of the voucher's keys vk as one
 // delivered batch, as its read loop would.

@@ -6,7 +6,7 @@ import "time"
 // XREADGROUP of 500 entries and its ack.lua cost Redis 2 to 4 ms of CPU:
 // on a Redis held to a tenth of a core that is 30 to 40 ms during which no
 // gate call runs, and the gate's p99 passes 100 ms. So while acks are slow
-// (Redis is the bottleneck), a read takes half as many entries, down to a
+// (Redis is the bottleneck), a read takes half as many orders, down to a
 // quarter of Config.BatchSize, and the ack that follows is as small; once
 // acks are quick again, reads grow back to BatchSize. A fast Redis never
 // shrinks them, so the normal case pays nothing: smaller batches cost
@@ -21,12 +21,30 @@ import "time"
 // tenth of a core, not on one held to a quarter.
 const slowAck = 20 * time.Millisecond // above: halve; below a quarter of it: double
 
-// readCount is how many entries the worker's next read asks for.
+// readCount is how many orders the worker's next read is for.
 func (w *worker) readCount() int {
 	if w.count == 0 {
 		return w.c.cfg.BatchSize
 	}
 	return w.count
+}
+
+// An entry holds a gate batch: one order or a few hundred. So a read
+// asks for readCount orders' worth of entries at the size of the entries
+// the worker read last (one order each before any), at least one; and
+// persistChunks keeps each transaction, and each ack, to BatchSize orders
+// whatever a read brings.
+
+// readEntries is how many entries the worker's next read asks for.
+func (w *worker) readEntries() int {
+	return max(1, w.readCount()/max(w.perEntry, 1))
+}
+
+// learn records the size of the entries just read: orders in entries.
+func (w *worker) learn(entries, orders int) {
+	if entries > 0 {
+		w.perEntry = max(1, orders/entries)
+	}
 }
 
 // paced sizes the worker's next reads by the time its last ack took.

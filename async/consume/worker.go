@@ -26,7 +26,8 @@ type worker struct {
 	nextDead   time.Time // when to look for consumers whose heartbeat is gone
 	nextRetire time.Time // when to check whether the voucher is done
 	held       []item    // the entries handle is working through
-	count      int       // entries the next read asks for; 0: BatchSize (pace.go)
+	count      int       // orders the next read is for; 0: BatchSize (pace.go)
+	perEntry   int       // orders per entry in the last read; 0: none yet (pace.go)
 	drained    bool      // drainOwn has finished once in this worker's life
 }
 
@@ -114,7 +115,7 @@ func (w *worker) drainOwn(ctx context.Context) error {
 	// the next process may persist them one by one, slower, losing
 	// nothing).
 	for {
-		cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.c.cfg.BatchSize)).
+		cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.readEntries())).
 			Streams().Key(w.keys.Orders).Id("0").Build()
 		res, err := w.c.client.Do(ctx, cmd).AsXRead()
 		if err != nil {
@@ -166,10 +167,10 @@ func (w *worker) deliveries(ctx context.Context, entries []rueidis.XRangeEntry) 
 	return counts, nil
 }
 
-// readNew reads and persists new entries, as many as readCount, waiting
+// readNew reads and persists new entries, readEntries of them, waiting
 // up to Block for them, and returns how many it read.
 func (w *worker) readNew(ctx context.Context) (int, error) {
-	cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.readCount())).
+	cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.readEntries())).
 		Block(w.c.cfg.Block.Milliseconds()).Streams().Key(w.keys.Orders).Id(">").Build()
 	res, err := w.c.client.Do(ctx, cmd).AsXRead()
 	if rueidis.IsRedisNil(err) {
@@ -278,8 +279,8 @@ func (w *worker) retireIfDone(ctx context.Context) error {
 // done reports whether the sale is over by Redis's clock and the group has
 // acknowledged every entry.
 func (w *worker) done(ctx context.Context) (bool, error) {
-	backlog, ended, err := layout.StreamBacklog(ctx, w.c.client, w.keys, w.c.cfg.Group)
-	return err == nil && backlog == 0 && ended, err
+	_, entries, ended, err := layout.StreamBacklog(ctx, w.c.client, w.keys, w.c.cfg.Group)
+	return err == nil && entries == 0 && ended, err
 }
 
 // lostEntry reports an entry that was pending but is gone from the stream.

@@ -151,8 +151,8 @@ func (r *Reconciler) checkRegistered(ctx context.Context, vk layout.VoucherKeys,
 	if err != nil || ok {
 		return err
 	}
-	unacked, _, err := layout.StreamBacklog(ctx, r.client, vk, r.group)
-	if err != nil || unacked == 0 {
+	unacked, entries, _, err := layout.StreamBacklog(ctx, r.client, vk, r.group)
+	if err != nil || entries == 0 {
 		return err
 	}
 	d := rep.add(Diff{Kind: DiffUnregistered, Detail: fmt.Sprintf("%d orders wait in the stream; the voucher is not in the registry, so no consumer reads them", unacked)})

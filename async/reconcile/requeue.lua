@@ -1,6 +1,10 @@
 -- requeue.lua appends an accepted order to the voucher's stream again, for
 -- reconciliation, if the user's latest order is still that one.
 --
+-- The order stays counted in the backlog (meta's queued) as the gate
+-- counted it: its entry was lost without an ack, which would have taken
+-- it out, and the ack of the new one does.
+--
 -- KEYS[1] buyers hash, KEYS[2] orders stream
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] its quantity
 --

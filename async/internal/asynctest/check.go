@@ -2,6 +2,7 @@ package asynctest
 
 import (
 	"context"
+	"strings"
 	"slices"
 	"strconv"
 	"sync"
@@ -64,17 +65,26 @@ func (e *Env) Deliver(voucherID int64, name string, n int64) []rueidis.XRangeEnt
 }
 
 // DeadLetter moves a delivered entry of vk's stream to its dead letters
-// with the reason and kind, as a consumer would (dead.lua).
+// with the reason and kind, each of its orders, as a consumer would
+// (dead.lua, then its ack).
 func (e *Env) DeadLetter(vk layout.VoucherKeys, entry rueidis.XRangeEntry, reason, kind string) {
 	e.T.Helper()
-	order, user := entry.FieldValues[layout.FieldOrder], entry.FieldValues[layout.FieldUser]
-	add := e.Client.B().Xadd().Key(vk.Dead).Id("*").FieldValue().
-		FieldValue(layout.FieldOrder, order).FieldValue(layout.FieldUser, user).
-		FieldValue(layout.FieldReason, reason).FieldValue("entry", entry.ID).FieldValue("deliveries", "1").
-		FieldValue(layout.FieldKind, kind)
-	e.Do(e.Client.B().Xack().Key(vk.Orders).Group(layout.DefaultGroup).Id(entry.ID).Build())
-	e.Do(add.Build())
-	e.Do(e.Client.B().Hset().Key(vk.Failed).FieldValue().FieldValue(user, order).Build())
+	for _, order := range layout.EntryOrderIDs(entry.FieldValues) {
+		user := entry.FieldValues[layout.FieldUser]
+		if layout.IsBatchEntry(entry.FieldValues) {
+			user, _, _ = strings.Cut(entry.FieldValues[order], " ")
+		}
+		add := e.Client.B().Xadd().Key(vk.Dead).Id("*").FieldValue().
+			FieldValue(layout.FieldOrder, order).FieldValue(layout.FieldUser, user).
+			FieldValue(layout.FieldReason, reason).FieldValue("entry", entry.ID).FieldValue("deliveries", "1").
+			FieldValue(layout.FieldKind, kind)
+		e.Do(add.Build())
+		e.Do(e.Client.B().Hset().Key(vk.Failed).FieldValue().FieldValue(user, order).Build())
+	}
+	ack := layout.AckEntry{ID: entry.ID, Orders: len(layout.EntryOrderIDs(entry.FieldValues))}
+	if _, err := layout.Ack(context.Background(), e.Client, vk, layout.DefaultGroup, []layout.AckEntry{ack}, nil); err != nil {
+		e.T.Fatal(err)
+	}
 }
 
 // CheckSold checks the end state of a drained sale in both stores: Redis

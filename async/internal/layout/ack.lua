@@ -17,23 +17,35 @@
 -- now: the fence changes (as return.lua changes it), and load.lua refuses
 -- that snapshot.
 --
+-- The orders of the entries it acknowledges leave the backlog, meta's
+-- queued (which the gate counts up): an entry is acknowledged with its
+-- own XACK, so that one acknowledged before (by a consumer that took it
+-- over meanwhile) is not counted twice.
+--
 -- KEYS[1] orders stream, KEYS[2] meta hash, KEYS[3] buyers hash,
 -- KEYS[4] returned hash, KEYS[5] fence
--- ARGV[1] consumer group, ARGV[2] n, ARGV[3..2+n] entry ids (none: just
--- trim), then user id, order id, quantity triples of the orders persisted
+-- ARGV[1] consumer group, ARGV[2] n, ARGV[3..2+2n] entry id, number of
+-- orders pairs (none: just trim), then user id, order id, quantity triples
+-- of the orders persisted
 --
 -- Returns {entries acknowledged, entries trimmed, buyers recorded}.
 local n = tonumber(ARGV[2])
-local acked = 0
-if n > 0 then
-  acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 3, 2 + n))
+local loaded = redis.call('EXISTS', KEYS[2]) == 1
+local acked, left = 0, 0
+for i = 3, 2 + 2 * n, 2 do
+  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+    acked, left = acked + 1, left + tonumber(ARGV[i + 1])
+  end
+end
+-- Keys loaded before queued existed count entries instead (backlog.lua).
+if left > 0 and loaded and redis.call('HEXISTS', KEYS[2], 'queued') == 1 then
+  redis.call('HINCRBY', KEYS[2], 'queued', -left)
 end
 local recorded = 0
 -- One HMGET finds the buyers Redis records already (all, but for that
 -- case): only the others cost more calls (issue 34: two calls per order
 -- were a fifth of the consumer's Redis time).
-local first, known = 3 + n, {}
-local loaded = redis.call('EXISTS', KEYS[2]) == 1
+local first, known = 3 + 2 * n, {}
 if #ARGV >= first and loaded then
   local users = {}
   for i = first, #ARGV, 3 do
@@ -58,7 +70,7 @@ for i = first, #ARGV, 3 do
     end
   end
 end
-if not loaded and #ARGV > 2 + n then
+if not loaded and #ARGV > 2 + 2 * n then
   if redis.call('EXISTS', KEYS[5]) == 1 then
     redis.call('INCR', KEYS[5])
   else

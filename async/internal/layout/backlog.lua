@@ -1,12 +1,17 @@
 -- backlog.lua reports how many entries of a voucher's stream the consumer
--- group has not acknowledged yet (not delivered plus pending), and whether
--- the sale is over by Redis's clock. Its cost does not grow with the
--- backlog (issue 34): it never reads the entries.
+-- group has not acknowledged yet (not delivered plus pending), whether
+-- the sale is over by Redis's clock, and how many orders wait: meta's
+-- queued, which the gate counts up by the orders of each entry it adds
+-- and ack.lua down by those of each entry it acknowledges (an entry holds
+-- a gate batch). Its cost does not grow with the backlog (issue 34): it
+-- never reads the entries.
 --
 -- KEYS[1] orders stream, KEYS[2] meta hash
 -- ARGV[1] consumer group
 --
--- Returns {backlog, ended (1 or 0)}; {0, 0} when the voucher is not loaded.
+-- Returns {entries, ended (1 or 0), orders}; {0, ended, 0} when there is
+-- no stream. Without queued (keys written before it existed) the orders
+-- are the entries: each held one.
 --
 -- Not delivered: the group's lag, which Redis 7 keeps in O(1): entries
 -- added to the stream minus the group's entries read, or, for a group that
@@ -21,7 +26,8 @@
 -- scan, which the pipeline's own streams never take on Redis 7 (nothing
 -- of it XDELs; TestBacklogCostDoesNotGrow).
 local ended = 0
-local stop = tonumber(redis.call('HGET', KEYS[2], 'end'))
+local m = redis.call('HMGET', KEYS[2], 'end', 'queued')
+local stop, queued = tonumber(m[1]), tonumber(m[2])
 if stop then
   local t = redis.call('TIME')
   if tonumber(t[1]) * 1000000 + tonumber(t[2]) >= stop then
@@ -29,7 +35,11 @@ if stop then
   end
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {0, ended}
+  return {0, ended, 0}
+end
+-- result reports a backlog of n entries.
+local function result(n)
+  return {n, ended, math.max(queued or n, 0)}
 end
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
   local info = {}
@@ -52,8 +62,8 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
     if not lag then
       lag = #redis.call('XRANGE', KEYS[1], '(' .. last, '+')
     end
-    return {lag + info['pending'], ended}
+    return result(lag + info['pending'])
   end
 end
 -- No group: nothing consumes the stream, all of it is waiting.
-return {redis.call('XLEN', KEYS[1]), ended}
+return result(redis.call('XLEN', KEYS[1]))

@@ -45,9 +45,9 @@ func readAndAck(t testing.TB, c rueidis.Client, vk VoucherKeys, n, acked int) {
 	if len(entries) != n {
 		t.Fatalf("read %d entries, want %d", len(entries), n)
 	}
-	ids := make([]string, acked)
+	ids := make([]AckEntry, acked)
 	for i := range ids {
-		ids[i] = entries[i].ID
+		ids[i] = AckEntry{ID: entries[i].ID, Orders: 1}
 	}
 	if _, err := Ack(ctx, c, vk, DefaultGroup, ids, nil); err != nil {
 		t.Fatal(err)
@@ -71,14 +71,14 @@ func TestBacklogCostDoesNotGrow(t *testing.T) {
 
 	calls := func(vk VoucherKeys, want int64) map[string]int {
 		t.Helper()
-		if _, _, err := StreamBacklog(ctx, c, vk, DefaultGroup); err != nil { // loads the script
+		if _, _, _, err := StreamBacklog(ctx, c, vk, DefaultGroup); err != nil { // loads the script
 			t.Fatal(err)
 		}
 		if err := c.Do(ctx, c.B().ConfigResetstat().Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
 		for range 10 {
-			got, ended, err := StreamBacklog(ctx, c, vk, DefaultGroup)
+			got, _, ended, err := StreamBacklog(ctx, c, vk, DefaultGroup)
 			if err != nil || got != want || ended {
 				t.Fatalf("StreamBacklog of %s = %d, %v, %v; want %d, false", vk.Body, got, ended, err, want)
 			}

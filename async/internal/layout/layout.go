@@ -12,11 +12,12 @@
 //
 //	<prefix>{v<id>}:meta    hash: stock (left), initial, begin, end (µs since 1970), given (units given back),
 //	                        loaded (µs), limit (units per buyer; absent: 1), window (payment window, µs;
-//	                        absent: none), returned (units of closed orders put back on sale)
+//	                        absent: none), returned (units of closed orders put back on sale), queued
+//	                        (orders in the stream not acknowledged: StreamBacklog)
 //	<prefix>{v<id>}:buyers  hash: user id → "<units>:<order id>", the units the buyer's live orders hold
 //	                        and the latest of them (BuyerValue; a value without ":" is one unit)
-//	<prefix>{v<id>}:orders  stream of accepted orders (FieldOrder, FieldUser, FieldQuantity, FieldPayBy,
-//	                        FieldKey), consumer group DefaultGroup
+//	<prefix>{v<id>}:orders  stream of accepted orders, an entry per gate batch (ParseEntry), consumer
+//	                        group DefaultGroup
 //	<prefix>{v<id>}:returned hash: order id → units, the closed orders whose units are back in stock
 //	<prefix>{v<id>}:keyed   hash: "<user>:<idempotency key>" → order id, the orders placed with a key
 //	<prefix>{v<id>}:fence   string: changed by every return that finds the voucher not loaded (expires
@@ -24,7 +25,7 @@
 //	<prefix>{v<id>}:load:<token>:… one reload's buyers, returned and keyed hashes, on their way in (Staging)
 //	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with a DeadKind and a reason
 //	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
-//	<prefix>{v<id>}:tries   hash: entry id → attempts to persist it on its own
+//	<prefix>{v<id>}:tries   hash: "<entry id>/<order id>" → attempts to persist the order on its own
 //	<prefix>{v<id>}:sync    durability replica: written before each WAIT, expires
 //	<prefix>{v<id>}:moves   sharded: hash of units in transfer to another shard (shard.go)
 //	<prefix>{v<id>}:applied sharded: set of the transfers added to this shard

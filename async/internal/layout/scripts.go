@@ -95,18 +95,23 @@ func ReadSnapshot(ctx context.Context, client rueidis.Client, k Keyspace, vouche
 	return sum, nil
 }
 
-// StreamBacklog returns how many entries of a voucher's (shard's) stream
-// the group has not acknowledged (not delivered, or pending), and whether
-// the sale is over by Redis's clock; 0 for keys not loaded.
-func StreamBacklog(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string) (backlog int64, ended bool, err error) {
+// StreamBacklog returns how many orders of a voucher's (shard's) stream
+// wait to be persisted, in how many entries the group has not
+// acknowledged (not delivered, or pending), and whether the sale is over
+// by Redis's clock; 0 for keys not loaded. The entries are exact; the
+// orders are counted by the gate and the acks (see backlog.lua).
+func StreamBacklog(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string) (orders, entries int64, ended bool, err error) {
 	v, err := backlogScript.Exec(ctx, client, []string{vk.Orders, vk.Meta}, []string{group}).AsIntSlice()
 	if err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
-	return v[0], v[1] == 1, nil
+	if len(v) != 3 {
+		return 0, 0, false, fmt.Errorf("backlog.lua answered %v", v)
+	}
+	return v[2], v[0], v[1] == 1, nil
 }
 
-// Backlogs returns StreamBacklog's backlog of each set of keys, in one
+// Backlogs returns StreamBacklog's orders of each set of keys, in one
 // round trip.
 func Backlogs(ctx context.Context, client rueidis.Client, vks []VoucherKeys, group string) ([]int64, error) {
 	execs := make([]rueidis.LuaExec, len(vks))
@@ -116,10 +121,13 @@ func Backlogs(ctx context.Context, client rueidis.Client, vks []VoucherKeys, gro
 	out := make([]int64, len(vks))
 	for i, r := range backlogScript.ExecMulti(ctx, client, execs...) {
 		v, err := r.AsIntSlice()
+		if err == nil && len(v) != 3 {
+			err = fmt.Errorf("backlog.lua answered %v", v)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("backlog of %s: %w", vks[i].Body, err)
 		}
-		out[i] = v[0]
+		out[i] = v[2]
 	}
 	return out, nil
 }
@@ -152,15 +160,24 @@ func Backlog(ctx context.Context, client rueidis.Client, k Keyspace, group strin
 	return total, nil
 }
 
+// AckEntry is an entry to acknowledge: its id and how many orders it
+// holds, which leave the backlog (meta's queued) if it was pending.
+type AckEntry struct {
+	ID     string
+	Orders int
+}
+
 // Ack runs ack.lua on a voucher's (shard's) keys: it acknowledges entries
 // for the group, trims the stream below what every group still needs
 // (even with no entries), and records the buyer of each of orders that
 // Redis does not know, taking a unit of stock for each as the gate would
 // have. It returns how many buyers it recorded.
-func Ack(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string, entries []string, orders []flashsale.Order) (int64, error) {
-	args := make([]string, 0, 2+len(entries)+3*len(orders))
+func Ack(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string, entries []AckEntry, orders []flashsale.Order) (int64, error) {
+	args := make([]string, 0, 2+2*len(entries)+3*len(orders))
 	args = append(args, group, strconv.Itoa(len(entries)))
-	args = append(args, entries...)
+	for _, e := range entries {
+		args = append(args, e.ID, strconv.Itoa(e.Orders))
+	}
 	for _, o := range orders {
 		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10), strconv.Itoa(o.Units()))
 	}

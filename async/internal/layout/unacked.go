@@ -11,7 +11,13 @@ import (
 var (
 	//go:embed unacked.lua
 	unackedLua    string
-	unackedScript = rueidis.NewLuaScriptReadOnly(unackedLua)
+	unackedScript = rueidis.NewLuaScriptReadOnly(EntryLua + unackedLua)
+
+	// EntryLua is entry.lua: the scripts that read orders stream entries
+	// start with it.
+	//
+	//go:embed entry.lua
+	EntryLua string
 )
 
 // Unacked returns the orders of a voucher's (shard's) stream that the

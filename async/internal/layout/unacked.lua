@@ -1,4 +1,4 @@
--- unacked.lua lists the orders of a voucher's stream that the consumer
+-- unacked.lua (after entry.lua) lists the orders of a voucher's stream that the consumer
 -- group has not acknowledged: not delivered yet, or delivered and pending.
 -- Acknowledged entries left before the trim point are persisted or
 -- dead-lettered, and are not listed.
@@ -11,13 +11,11 @@
 local out = {}
 local function add(entries)
   for _, e in ipairs(entries) do
-    local f, order, q = e[2], nil, 1
-    for i = 1, #f, 2 do
-      if f[i] == 'o' then order = f[i + 1] elseif f[i] == 'q' then q = tonumber(f[i + 1]) end
-    end
-    if order then
-      out[#out + 1] = order
-      out[#out + 1] = q
+    for _, o in ipairs(entry_orders(e[2])) do
+      if o.order then
+        out[#out + 1] = o.order
+        out[#out + 1] = o.q
+      end
     end
   end
 end
