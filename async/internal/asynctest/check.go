@@ -2,9 +2,9 @@ package asynctest
 
 import (
 	"context"
-	"strings"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
