@@ -139,9 +139,9 @@ func redisCostPerOrder(b *testing.B, clients int) {
 	b.StopTimer()
 	d := readRedisCost(b, e.Client).since(before)
 	b.ReportMetric(float64(d.cpu.Microseconds())/float64(b.N), "redis-µs/order")
-	// gate.lua takes a batch's units from the stock with one HINCRBY;
-	// nothing else in this run does (ack.lua only for a buyer Redis lost).
-	if calls := d.calls["hincrby"]; calls > 0 {
+	// gate.lua appends a batch's orders with one XADD; nothing else in
+	// this run does (dead.lua only for an order that fails).
+	if calls := d.calls["xadd"]; calls > 0 {
 		b.ReportMetric(float64(b.N)/float64(calls), "orders/gate-call")
 	}
 	var cmd int64
