@@ -61,7 +61,7 @@
 -- with one HMGET and writing them with one HSET was measured no cheaper
 -- than this loop.)
 local n = (#ARGV - 2) / 5
-local meta = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'given', 'initial', 'loaded', 'limit', 'window', 'returned')
+local meta = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end', 'given', 'initial', 'loaded', 'limit', 'window', 'returned', 'queued')
 local stock = tonumber(meta[1])
 if not stock then
   return {1}
@@ -200,7 +200,9 @@ for _, r in ipairs(dupes) do
   r[3] = entry
 end
 redis.call('HINCRBY', KEYS[1], 'stock', -taken)
-redis.call('HINCRBY', KEYS[1], 'queued', #accepted)
+if meta[10] then -- keys an older version loaded count entries (backlog.lua)
+  redis.call('HINCRBY', KEYS[1], 'queued', #accepted)
+end
 if opened > 0 then
   redis.call('HINCRBY', KEYS[1], 'orders', opened)
 end

@@ -99,33 +99,15 @@ local function take(entry, order, user, q, key)
   end
 end
 
--- unacked holds the ids of the entries the group has not acknowledged:
--- after its last delivered entry, or pending. Their orders are the
+-- The orders of the entries the group has not acknowledged are the
 -- backlog the gate and ack.lua count on from here (meta's queued).
-local unacked, queued = {}, 0
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[3])) do
-  local info = {}
-  for i = 1, #g, 2 do
-    info[g[i]] = g[i + 1]
-  end
-  if info['name'] == ARGV[5] then
-    for _, e in ipairs(redis.call('XRANGE', KEYS[3], '(' .. info['last-delivered-id'], '+')) do
-      unacked[e[1]] = true
-    end
-    if info['pending'] > 0 then
-      for _, p in ipairs(redis.call('XPENDING', KEYS[3], ARGV[5], '-', '+', info['pending'])) do
-        unacked[p[1]] = true
-      end
-    end
-  end
+local queued = 0
+for _, e in ipairs(unacked_entries(KEYS[3], ARGV[5])) do
+  queued = queued + #entry_orders(e[2])
 end
 for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do
-  local list = entry_orders(e[2])
-  for _, o in ipairs(list) do
+  for _, o in ipairs(entry_orders(e[2])) do
     take(e[1], o.order, o.user, o.q, o.key)
-  end
-  if unacked[e[1]] then
-    queued = queued + #list
   end
 end
 -- Every unit the buyers hold is not in stock: the stock is at most what

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/async"
 	"github.com/flashsale/flashsale/async/consume"
@@ -208,8 +210,9 @@ func (r *modelRun) withOrder(f func(o *flashsale.Order)) {
 	}
 }
 
-// consume runs the consumer until the voucher's streams are drained: the
-// consumer must make progress.
+// consume runs the consumer until the voucher's streams are drained (no
+// entry left unacknowledged: exact, where the count in orders is kept by
+// the gate and the acks): the consumer must make progress.
 func (r *modelRun) consume() {
 	stop := r.Run(consume.New(r.Client, r.DB, r.ConsumerConfig()))
 	defer stop()
@@ -221,13 +224,19 @@ func (r *modelRun) consume() {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	for _, vk := range r.shards { // the count the gate and the acks keep
+		n, err := r.Client.Do(context.Background(), r.Client.B().Hget().Key(vk.Meta).Field("queued").Build()).AsInt64()
+		if (err != nil && !rueidis.IsRedisNil(err)) || n != 0 {
+			r.fail("drained, but shard %s's backlog counts %d orders (%v)", vk.Body, n, err)
+		}
+	}
 	r.log("consume: drained")
 }
 
 func (r *modelRun) backlog() int64 {
 	var n int64
 	for _, vk := range r.shards {
-		b, _, _, err := layout.StreamBacklog(context.Background(), r.Client, vk, layout.DefaultGroup)
+		_, b, _, err := layout.StreamBacklog(context.Background(), r.Client, vk, layout.DefaultGroup)
 		if err == nil {
 			n += b
 		}
@@ -375,8 +384,8 @@ func (r *modelRun) world() modelState {
 		}
 		xs, _ := r.Client.Do(ctx, r.Client.B().Xrange().Key(r.shards[i].Orders).Start("-").End("+").Build()).AsXRange()
 		for _, x := range xs {
-			o, err := layout.ParseOrder(r.v.ID, x.ID, x.FieldValues)
-			if err == nil {
+			orders, _ := layout.ParseEntry(r.v.ID, x.ID, x.FieldValues)
+			for _, o := range orders {
 				entries = append(entries, entry{o.ID, o.UserID, o.Units()})
 			}
 		}

@@ -26,10 +26,11 @@ type item struct {
 // persisted one by one after the batch, each dead-lettered only if that
 // fails for good or MaxDeliveries attempts on its own never finished. An
 // entry is acknowledged once each of its orders is persisted or
-// dead-lettered. It returns an error only when entries are left pending
-// (ctx done, Redis failed, or the replicas do not have them:
-// ErrNotReplicated).
-func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64) error {
+// dead-lettered; of entries delivered before (reread), the orders
+// dead-lettered then are passed over (settle.go). It returns an error
+// only when entries are left pending (ctx done, Redis failed, or the
+// replicas do not have them: ErrNotReplicated).
+func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64, reread bool) error {
 	// Alone, an order that crashes its consumer does not take its batch
 	// with it; the count of attempts alone is kept in Redis, so a crash
 	// blames the order being persisted, not those waiting behind it, and
@@ -41,22 +42,34 @@ func (w *worker) handle(ctx context.Context, entries []rueidis.XRangeEntry, deli
 	if err := w.replicated(ctx); err != nil {
 		return err
 	}
-	batch, alone, acks, aloneAcks, err := w.split(ctx, entries, deliveries)
+	w.marks = nil
+	var dead map[string]bool
+	if reread {
+		var err error
+		if dead, err = w.deadMarked(ctx, entries); err != nil {
+			return err
+		}
+	}
+	batch, alone, acks, aloneAcks, err := w.split(ctx, entries, deliveries, dead)
 	if err != nil {
 		return err
 	}
-	w.held = append(batch, alone...) // touched while MySQL is retried
+	w.held, w.touched = append(batch, alone...), time.Now() // touched while MySQL is slow
 	defer func() { w.held = nil }()
 	if err := w.persistChunks(ctx, batch, acks); err != nil {
 		return err
 	}
-	return w.handleAlone(ctx, alone, aloneAcks)
+	if err := w.handleAlone(ctx, alone, aloneAcks); err != nil {
+		return err
+	}
+	return w.clearMarks(ctx)
 }
 
 // split reads entries (deliveries as for handle) as the items to persist
 // in one batch and those to persist alone, with the entries of each, in
-// their order. It dead-letters the orders it cannot read.
-func (w *worker) split(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64) (batch, alone []item, acks, aloneAcks []layout.AckEntry, err error) {
+// their order. It dead-letters the orders it cannot read, and passes over
+// those dead-lettered before (the tries fields in dead).
+func (w *worker) split(ctx context.Context, entries []rueidis.XRangeEntry, deliveries []int64, dead map[string]bool) (batch, alone []item, acks, aloneAcks []layout.AckEntry, err error) {
 	orders := 0
 	for i, e := range entries {
 		var d int64
@@ -70,16 +83,22 @@ func (w *worker) split(ctx context.Context, entries []rueidis.XRangeEntry, deliv
 		}
 		parsed, bad := layout.ParseEntry(w.voucher, e.ID, e.FieldValues)
 		for _, b := range bad {
-			if err := w.deadLetter(ctx, item{entry: e.ID, deliveries: d}, b.Order, b.User, layout.DeadMalformed, b.Err.Error()); err != nil {
+			if dead[markField(e.ID, b.Order)] {
+				w.marks = append(w.marks, markField(e.ID, b.Order))
+			} else if err := w.deadLetter(ctx, item{entry: e.ID, deliveries: d}, b.Order, b.User, layout.DeadMalformed, b.Err.Error()); err != nil {
 				return nil, nil, nil, nil, err
 			}
 		}
 		ack := layout.AckEntry{ID: e.ID, Orders: len(parsed) + len(bad)}
 		orders += ack.Orders
-		items := make([]item, len(parsed))
-		for j, o := range parsed {
+		items := make([]item, 0, len(parsed))
+		for _, o := range parsed {
+			if f := markField(e.ID, strconv.FormatInt(o.ID, 10)); dead[f] {
+				w.marks = append(w.marks, f)
+				continue
+			}
 			o.Status = flashsale.StatusPending
-			items[j] = item{entry: e.ID, order: o, deliveries: d}
+			items = append(items, item{entry: e.ID, order: o, deliveries: d})
 		}
 		if d > w.c.cfg.MaxDeliveries {
 			alone, aloneAcks = append(alone, items...), append(aloneAcks, ack)
@@ -99,6 +118,9 @@ func (w *worker) split(ctx context.Context, entries []rueidis.XRangeEntry, deliv
 func (w *worker) persistChunks(ctx context.Context, items []item, acks []layout.AckEntry) error {
 	start, done := 0, 0
 	for {
+		if time.Since(w.touched) >= w.c.cfg.ClaimIdle/3 { // a large read takes a while
+			w.touch(ctx, w.held)
+		}
 		end := min(len(items), start+w.c.cfg.BatchSize)
 		persisted, err := w.persist(ctx, items[start:end])
 		if err != nil {
@@ -144,7 +166,7 @@ func (w *worker) handleAlone(ctx context.Context, items []item, acks []layout.Ac
 // or dead-letters it if attempts on its own keep dying (see handle). It
 // returns the order if it is in MySQL now.
 func (w *worker) persistAlone(ctx context.Context, it item) ([]item, error) {
-	field := it.entry + "/" + strconv.FormatInt(it.order.ID, 10)
+	field := markField(it.entry, strconv.FormatInt(it.order.ID, 10))
 	cmd := w.c.client.B().Hincrby().Key(w.keys.Tries).Field(field).Increment(1).Build()
 	tries, err := w.c.client.Do(ctx, cmd).AsInt64()
 	if err != nil {
@@ -165,9 +187,10 @@ func (w *worker) persistAlone(ctx context.Context, it item) ([]item, error) {
 		_ = w.c.client.Do(dctx, w.c.client.B().Hincrby().Key(w.keys.Tries).Field(field).Increment(-1).Build()).Error()
 		return nil, err
 	}
-	// Settled: persisted or dead-lettered. A count left behind by a
-	// failure here is harmless (entry ids are never reused).
-	return persisted, w.c.client.Do(ctx, w.c.client.B().Hdel().Key(w.keys.Tries).Field(field).Build()).Error()
+	// Settled: persisted or dead-lettered. The count stays until the
+	// entry is acknowledged (settle.go).
+	w.marks = append(w.marks, field)
+	return persisted, nil
 }
 
 // persist writes items to MySQL and returns those in MySQL now, to
@@ -229,7 +252,6 @@ func (w *worker) persistRetry(ctx context.Context, items []item) (flashsale.Pers
 		orders[i] = it.order
 	}
 	wait := w.c.cfg.RetryMin
-	touched := time.Now()
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, w.c.cfg.PersistTimeout)
 		res, err := w.c.db.PersistOrders(actx, orders)
@@ -249,9 +271,8 @@ func (w *worker) persistRetry(ctx context.Context, items []item) (flashsale.Pers
 			return res, err
 		}
 		wait = min(2*wait, w.c.cfg.RetryMax)
-		if time.Since(touched) >= w.c.cfg.ClaimIdle/3 && len(w.held) > 0 {
+		if time.Since(w.touched) >= w.c.cfg.ClaimIdle/3 {
 			w.touch(ctx, w.held)
-			touched = time.Now()
 		}
 	}
 }
@@ -260,6 +281,10 @@ func (w *worker) persistRetry(ctx context.Context, items []item) (flashsale.Pers
 // counting a delivery (XCLAIM JUSTID), so ClaimIdle does not expire while
 // it waits for MySQL.
 func (w *worker) touch(ctx context.Context, items []item) {
+	w.touched = time.Now()
+	if len(items) == 0 {
+		return
+	}
 	var ids []string
 	for _, it := range items {
 		if len(ids) == 0 || ids[len(ids)-1] != it.entry { // an entry's orders are together
@@ -302,12 +327,13 @@ func (w *worker) deadLetter(ctx context.Context, it item, order, user string, ki
 	if user == "" && it.order.UserID != 0 {
 		user = strconv.FormatInt(it.order.UserID, 10)
 	}
-	keys := []string{w.keys.Orders, w.keys.Dead, w.keys.Failed}
+	keys := []string{w.keys.Orders, w.keys.Dead, w.keys.Failed, w.keys.Tries}
 	args := []string{w.c.cfg.Group, it.entry, order, user, reason, strconv.FormatInt(it.deliveries, 10), string(kind), strconv.Itoa(it.order.Units())}
 	moved, err := deadScript.Exec(ctx, w.c.client, keys, args).AsInt64()
 	if err != nil {
 		return err
 	}
+	w.marks = append(w.marks, markField(it.entry, order))
 	if moved == 1 {
 		w.c.deadLettered.Add(1)
 		w.log.Error("async: order dead-lettered: it will not be persisted; reconciliation gives its stock back unless MySQL had none for it",

@@ -27,5 +27,5 @@ func ParseOrders(voucherID int64, e rueidis.XRangeEntry) ([]flashsale.Order, err
 // delivered batch, as its read loop would.
 func Handle(ctx context.Context, c *Consumer, voucherID int64, vk layout.VoucherKeys, entries []rueidis.XRangeEntry) error {
 	w := &worker{c: c, voucher: voucherID, keys: vk, log: c.log}
-	return w.handle(ctx, entries, nil)
+	return w.handle(ctx, entries, nil, false)
 }

@@ -132,8 +132,9 @@ func (w *worker) takeFromDead(ctx context.Context) error {
 	}
 	minIdle := strconv.FormatInt(w.c.cfg.Heartbeat.Milliseconds(), 10)
 	for _, name := range dead {
-		for n := w.c.cfg.BatchSize; n == w.c.cfg.BatchSize; { // a full pass may have left more
-			args := []string{w.c.cfg.Group, w.c.cfg.Name, name, minIdle, strconv.Itoa(w.c.cfg.BatchSize)}
+		for more := true; more; { // a full pass may have left more
+			count := w.readEntries()
+			args := []string{w.c.cfg.Group, w.c.cfg.Name, name, minIdle, strconv.Itoa(count)}
 			res, err := takeoverScript.Exec(ctx, w.c.client, []string{w.keys.Orders}, args).ToArray()
 			if err != nil {
 				return err
@@ -141,9 +142,11 @@ func (w *worker) takeFromDead(ctx context.Context) error {
 			if len(res) != 3 {
 				return fmt.Errorf("async: takeover.lua answered %d values", len(res))
 			}
-			if n, err = w.takeOver(ctx, res[0], res[1], res[2], name); err != nil {
+			n, err := w.takeOver(ctx, res[0], res[1], res[2], name)
+			if err != nil {
 				return err
 			}
+			more = n == count
 		}
 	}
 	return nil

@@ -26,6 +26,8 @@ type worker struct {
 	nextDead   time.Time // when to look for consumers whose heartbeat is gone
 	nextRetire time.Time // when to check whether the voucher is done
 	held       []item    // the entries handle is working through
+	touched    time.Time // when held was last touched (or read)
+	marks      []string  // tries fields to delete once handle's entries are acknowledged (settle.go)
 	count      int       // orders the next read is for; 0: BatchSize (pace.go)
 	perEntry   int       // orders per entry in the last read; 0: none yet (pace.go)
 	drained    bool      // drainOwn has finished once in this worker's life
@@ -132,7 +134,7 @@ func (w *worker) drainOwn(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := w.handle(ctx, entries, deliveries); err != nil {
+		if err := w.handle(ctx, entries, deliveries, true); err != nil {
 			return err
 		}
 	}
@@ -180,7 +182,7 @@ func (w *worker) readNew(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	entries := res[w.keys.Orders]
-	return len(entries), w.handle(ctx, entries, nil)
+	return len(entries), w.handle(ctx, entries, nil, false)
 }
 
 // claim takes over the entries other consumers have left idle for
@@ -193,7 +195,7 @@ func (w *worker) claim(ctx context.Context) error {
 	}
 	for {
 		args := []string{w.c.cfg.Group, w.c.cfg.Name, strconv.FormatInt(w.c.cfg.ClaimIdle.Milliseconds(), 10),
-			w.cursor, strconv.Itoa(w.c.cfg.BatchSize)}
+			w.cursor, strconv.Itoa(w.readEntries())}
 		res, err := claimScript.Exec(ctx, w.c.client, []string{w.keys.Orders}, args).ToArray()
 		if err != nil {
 			return err
@@ -248,7 +250,7 @@ func (w *worker) takeOver(ctx context.Context, entriesMsg, countsMsg, goneMsg ru
 		w.c.claimedDead.Add(uint64(len(entries)))
 		w.log.Info("async: took over the entries of a consumer whose heartbeat stopped", "entries", len(entries), "from", from)
 	}
-	return len(entries) + len(gone), w.handle(ctx, entries, counts)
+	return len(entries) + len(gone), w.handle(ctx, entries, counts, true)
 }
 
 // retireIfDone removes the voucher from the registry when its sale is over

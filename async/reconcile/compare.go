@@ -35,7 +35,8 @@ func (r *Reconciler) compareShards(ctx context.Context, shards []layout.VoucherK
 
 // compare reports the differences between the buyers and the orders, and
 // repairs them with fix: first every buyer Redis holds, then the dead
-// letters, then MySQL's orders whose user Redis does not know.
+// letters, then MySQL's orders whose user Redis does not know, then the
+// backlog's count.
 func (r *Reconciler) compare(ctx context.Context, vk layout.VoucherKeys, rep *Report, rs redisSide, mysql map[int64]buyer, fix bool) error {
 	if err := r.compareBuyers(ctx, vk, rep, rs, mysql, fix); err != nil {
 		return err
@@ -43,7 +44,10 @@ func (r *Reconciler) compare(ctx context.Context, vk layout.VoucherKeys, rep *Re
 	if err := r.compareDeadLetters(ctx, vk, rep, rs, mysql, fix); err != nil {
 		return err
 	}
-	return r.findUnknownOrders(ctx, vk, rep, rs, mysql)
+	if err := r.findUnknownOrders(ctx, vk, rep, rs, mysql); err != nil {
+		return err
+	}
+	return r.recountBacklog(ctx, vk, rep, fix)
 }
 
 // compareBuyers checks each buyer's record against MySQL's live orders:
@@ -183,7 +187,7 @@ func (r *Reconciler) lostOrder(ctx context.Context, vk layout.VoucherKeys, rep *
 // voucher from the registry only once nothing waits, and checks again
 // after.
 func (r *Reconciler) requeue(ctx context.Context, vk layout.VoucherKeys, user, order, units int64) (bool, error) {
-	n, err := requeueScript.Exec(ctx, r.client, []string{vk.Buyers, vk.Orders}, []string{itoa(user), itoa(order), itoa(units)}).AsInt64()
+	n, err := requeueScript.Exec(ctx, r.client, []string{vk.Buyers, vk.Orders, vk.Meta}, []string{itoa(user), itoa(order), itoa(units)}).AsInt64()
 	if err != nil || n == 0 {
 		return false, err
 	}

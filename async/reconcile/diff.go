@@ -42,6 +42,13 @@ const (
 	// from, so nobody reads them (a re-queue or a retirement cut short
 	// between its two steps). Repaired by registering the voucher again.
 	DiffUnregistered DiffKind = "unregistered"
+	// DiffBacklogCount: the backlog in orders that the gate and the acks
+	// keep (the meta hash's queued) is not the orders of the entries the
+	// consumer group has not acknowledged: an entry was lost from the
+	// stream, an order was re-queued after its entry was acknowledged, or
+	// the keys were loaded by a version that counted entries. Repaired by
+	// writing the count.
+	DiffBacklogCount DiffKind = "backlog_count"
 	// DiffUnknownOrder: MySQL has an order whose user is not a buyer in
 	// Redis. A consumer records the buyer of every order it persists, so
 	// this is left by orders that reached MySQL some other way (written by
