@@ -25,7 +25,8 @@
 //	<prefix>{v<id>}:load:<token>:… one reload's buyers, returned and keyed hashes, on their way in (Staging)
 //	<prefix>{v<id>}:dead    dead-letter stream: orders that can never be persisted, with a DeadKind and a reason
 //	<prefix>{v<id>}:failed  hash: user id → order id that was dead-lettered
-//	<prefix>{v<id>}:tries   hash: "<entry id>/<order id>" → attempts to persist the order on its own
+//	<prefix>{v<id>}:tries   hash: "<entry id>/<order id>" → attempts to persist the order on its own, or
+//	                        "dead" once dead-lettered; deleted once the entry is acknowledged
 //	<prefix>{v<id>}:sync    durability replica: written before each WAIT, expires
 //	<prefix>{v<id>}:moves   sharded: hash of units in transfer to another shard (shard.go)
 //	<prefix>{v<id>}:applied sharded: set of the transfers added to this shard
