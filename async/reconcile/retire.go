@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"slices"
 
 	"github.com/flashsale/flashsale/async/internal/layout"
 )
@@ -17,8 +18,10 @@ func (r *Reconciler) Retire(ctx context.Context, id int64) (settled bool, err er
 	if err != nil {
 		return false, err
 	}
-	if len(rep.Diffs) > 0 {
-		log.Warn("async: keeping a finished sale's Redis keys: reconcile reports differences", "differences", len(rep.Diffs))
+	// The backlog's count goes with the keys: it keeps nothing open.
+	open := slices.DeleteFunc(rep.Diffs, func(d Diff) bool { return d.Kind == DiffBacklogCount })
+	if len(open) > 0 {
+		log.Warn("async: keeping a finished sale's Redis keys: reconcile reports differences", "differences", len(open))
 		return false, nil
 	}
 	res, vk, err := r.retireShards(ctx, id)
