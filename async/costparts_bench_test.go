@@ -8,6 +8,8 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/async/internal/layout"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -18,36 +20,37 @@ import (
 // 256-client run.
 const costPartsBatch = 125
 
-// costPartScripts are scripts with gate.lua's arguments (5 per order
-// after 2) doing one part of its work each.
+// costPartScripts are scripts with gate.lua's arguments (a batch of
+// one-unit orders without keys: 2 per order after 3) doing one part of
+// its work each.
 var costPartScripts = map[string]string{
 	// floor: the arguments in and one reply value per order out.
-	"floor": `local out = {0, 1, 2, 3, 4, 5, 6, 7}
-for i = 1, (#ARGV - 2) / 5 do out[8 + i] = ARGV[5 * i - 1] end
+	"floor": `local out = {0, 1, 2, 3, 4, 5, 6, 7, ''}
+for i = 1, (#ARGV - 3) / 2 do out[9 + i] = 0 end
 return out`,
 	// hsetnx: the floor and the buyer's HSETNX, one redis.call per order.
-	"hsetnx": `local out = {0, 1, 2, 3, 4, 5, 6, 7}
-for i = 1, (#ARGV - 2) / 5 do
-  local a = 5 * i - 2
-  redis.call('HSETNX', KEYS[2], ARGV[a], '1:' .. ARGV[a + 1])
-  out[8 + i] = ARGV[a + 1]
+	"hsetnx": `local out = {0, 1, 2, 3, 4, 5, 6, 7, ''}
+for i = 1, (#ARGV - 3) / 2 do
+  local a = 2 * i + 2
+  redis.call('HSETNX', KEYS[2], ARGV[a], ARGV[a + 1])
+  out[9 + i] = 0
 end
 return out`,
 	// xadd: the floor and one stream entry per order.
-	"xadd-per-order": `local out = {0, 1, 2, 3, 4, 5, 6, 7}
-for i = 1, (#ARGV - 2) / 5 do
-  local a = 5 * i - 2
-  out[8 + i] = redis.call('XADD', KEYS[3], '*', 'o', ARGV[a + 1], 'u', ARGV[a])
+	"xadd-per-order": `local out = {0, 1, 2, 3, 4, 5, 6, 7, ''}
+for i = 1, (#ARGV - 3) / 2 do
+  local a = 2 * i + 2
+  out[9 + i] = redis.call('XADD', KEYS[3], '*', 'o', ARGV[a + 1], 'u', ARGV[a])
 end
 return out`,
 	// xadd-per-batch: the floor and one stream entry for the whole batch.
-	"xadd-per-batch": `local out, f = {0, 1, 2, 3, 4, 5, 6, 7}, {}
-for i = 1, (#ARGV - 2) / 5 do
-  local a = 5 * i - 2
+	"xadd-per-batch": `local out, f = {0, 1, 2, 3, 4, 5, 6, 7, ''}, {}
+for i = 1, (#ARGV - 3) / 2 do
+  local a = 2 * i + 2
   f[#f + 1], f[#f + 2] = ARGV[a + 1], ARGV[a]
-  out[8 + i] = i
+  out[9 + i] = 0
 end
-redis.call('XADD', KEYS[3], '*', unpack(f))
+out[9] = redis.call('XADD', KEYS[3], '*', unpack(f))
 return out`,
 }
 
@@ -72,6 +75,52 @@ func BenchmarkRedisCostParts(b *testing.B) {
 	for _, per := range []int{1, costPartsBatch} {
 		b.Run("consume/orders-per-entry="+strconv.Itoa(per), func(b *testing.B) { consumeCostPart(b, c, per) })
 	}
+	b.Run("consume/ack.lua", func(b *testing.B) { ackCostPart(b, c) })
+}
+
+// ackCostPart runs ack.lua, as a consumer does after each transaction, on
+// b.N reads of one entry of a batch of new buyers whom Redis records (the
+// normal case), and reports Redis's CPU per order.
+func ackCostPart(b *testing.B, c rueidis.Client) {
+	ctx := context.Background()
+	mustDo(b, c, c.B().Flushall().Build())
+	vk := layout.New("").Voucher(7)
+	mustDo(b, c, c.B().Hset().Key(vk.Meta).FieldValue().FieldValue("stock", "1").FieldValue("queued", "0").Build())
+	mustDo(b, c, c.B().XgroupCreate().Key(vk.Orders).Group(layout.DefaultGroup).Id("$").Mkstream().Build())
+	acks := make([][]layout.AckEntry, b.N)
+	orders := make([][]flashsale.Order, b.N)
+	user := 0
+	for i := range b.N {
+		fv := c.B().Xadd().Key(vk.Orders).Id("*").FieldValue()
+		buyers := c.B().Hset().Key(vk.Buyers).FieldValue()
+		for range costPartsBatch {
+			user++
+			o := flashsale.Order{ID: 1_786_000_000_000_000_000 + int64(user), UserID: 1_000_000 + int64(user), Quantity: 1}
+			fv = fv.FieldValue(strconv.FormatInt(o.ID, 10), strconv.FormatInt(o.UserID, 10))
+			buyers = buyers.FieldValue(strconv.FormatInt(o.UserID, 10), "1:"+strconv.FormatInt(o.ID, 10))
+			orders[i] = append(orders[i], o)
+		}
+		id, err := c.Do(ctx, fv.Build()).ToString()
+		if err != nil {
+			b.Fatal(err)
+		}
+		mustDo(b, c, buyers.Build())
+		acks[i] = []layout.AckEntry{{ID: id, Orders: costPartsBatch}}
+	}
+	mustDo(b, c, c.B().Xreadgroup().Group(layout.DefaultGroup, "c").Streams().Key(vk.Orders).Id(">").Build())
+	if _, err := layout.Ack(ctx, c, vk, layout.DefaultGroup, nil, nil); err != nil { // loads the script
+		b.Fatal(err)
+	}
+	before := readRedisCost(b, c)
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := layout.Ack(ctx, c, vk, layout.DefaultGroup, acks[i], orders[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	d := readRedisCost(b, c).since(before)
+	b.ReportMetric(float64(d.cpu.Nanoseconds())/1e3/float64(b.N*costPartsBatch), "redis-µs/order")
 }
 
 // gateCostPart runs script b.N times on a batch of new buyers with
@@ -85,10 +134,10 @@ func gateCostPart(b *testing.B, c rueidis.Client, script string) {
 	keys := []string{"{v}m", "{v}b", "{v}s", "{v}k", "{v}p"}
 	user := 0
 	batch := func() []string {
-		args := []string{"7", "600000"}
+		args := []string{"7", "600000", "2"}
 		for range costPartsBatch {
 			user++
-			args = append(args, strconv.Itoa(1_000_000+user), strconv.Itoa(1_786_000_000_000_000_000+user), "1", "", "5")
+			args = append(args, strconv.Itoa(1_000_000+user), strconv.Itoa(1_786_000_000_000_000_000+user))
 		}
 		return args
 	}

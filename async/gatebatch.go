@@ -200,14 +200,16 @@ func (s *Service) gateBatch(q *gateQueue, batch []*gateCall) {
 }
 
 // gateInput returns gate.lua's KEYS and ARGV for the batch: the queue's
-// keys and the buckets of the orders' pointers (usually one), the voucher
-// and the pointers' TTL, and each order's arguments with its bucket's
-// index in KEYS.
+// keys and the buckets of the orders' pointers (usually one), the voucher,
+// the pointers' TTL and the stride, and each order's arguments: with a
+// stride of 5 all four and its bucket's index in KEYS, with one of 2 (a
+// batch of one-unit orders without keys, their pointers in one bucket)
+// only the user and the order id.
 func (s *Service) gateInput(q *gateQueue, batch []*gateCall) (keys, args []string) {
 	keys = append(make([]string, 0, len(q.gateKeys)+1), q.gateKeys...)
-	args = make([]string, 0, 2+5*len(batch))
-	args = append(args, q.voucher, strconv.FormatInt(max(s.cfg.PointerTTL.Milliseconds(), 1), 10)) // PX: a TTL under a second still expires
-	for _, c := range batch {
+	buckets := make([]int, len(batch))
+	simple := true
+	for j, c := range batch {
 		id, _ := strconv.ParseInt(c.args[1], 10, 64) // orderArgs formatted it
 		bucket, _ := s.keys.Pointer(id)
 		i := slices.Index(keys[len(q.gateKeys):], bucket)
@@ -215,8 +217,22 @@ func (s *Service) gateInput(q *gateQueue, batch []*gateCall) (keys, args []strin
 			i = len(keys) - len(q.gateKeys)
 			keys = append(keys, bucket)
 		}
-		args = append(args, c.args...)
-		args = append(args, strconv.Itoa(len(q.gateKeys)+i+1)) // Lua counts from 1
+		buckets[j] = len(q.gateKeys) + i + 1 // Lua counts from 1
+		simple = simple && i == 0 && c.args[2] == "1" && c.args[3] == ""
+	}
+	stride := 5
+	if simple {
+		stride = 2
+	}
+	args = make([]string, 0, 3+stride*len(batch))
+	args = append(args, q.voucher, strconv.FormatInt(max(s.cfg.PointerTTL.Milliseconds(), 1), 10), strconv.Itoa(stride)) // PX: a TTL under a second still expires
+	for j, c := range batch {
+		if simple {
+			args = append(args, c.args[0], c.args[1])
+		} else {
+			args = append(args, c.args...)
+			args = append(args, strconv.Itoa(buckets[j]))
+		}
 	}
 	return keys, args
 }

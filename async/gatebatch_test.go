@@ -27,7 +27,7 @@ func TestGateBatchDecidesInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := append(e.Keys.Voucher(v.ID).Gate(), e.Keys.Voucher(v.ID).Meta+":p") // a pointer bucket in the voucher's slot
-	args := []string{itoa(v.ID), "60000", "1", "101", "1", "", "5", "1", "102", "1", "", "5", "2", "103", "1", "", "5", "3", "104", "1", "", "5", "1", "105", "1", "", "5"}
+	args := []string{itoa(v.ID), "60000", "5", "1", "101", "1", "", "5", "1", "102", "1", "", "5", "2", "103", "1", "", "5", "3", "104", "1", "", "5", "1", "105", "1", "", "5"}
 	res, err := async.GateScript.Exec(ctx, e.Client, keys, args).ToArray()
 	if err != nil {
 		t.Fatal(err)
@@ -165,13 +165,15 @@ func TestGateDropsAbandonedOrders(t *testing.T) {
 func TestGateRepliesOfAnotherShapeAreErrors(t *testing.T) {
 	e := newEnv(t)
 	for _, lua := range []string{
-		"return {}",                                 // nothing
-		"return {0, 5, 0, 5, 0, 0, 0, 0}",           // a head without the order's reply
-		"return {0, 5, 0, 5, 0, 0, 0, 0, 'a', 'b'}", // two replies for one order
-		"return {0, 5, 0, 5, 0, 'x', 0, 0, 'e'}",    // a head that is not numbers
-		"return {0, 5, 0, 5, 0, 0, 0, 0, {9}}",      // an unknown refusal
-		"return {0, 5, 0, 5, 0, 0, 0, 0, {7, 1}}",   // a keyed refusal without its entry
-		"return {'x'}",                              // no code
+		"return {}",                                    // nothing
+		"return {0, 5, 0, 5, 0, 0, 0, 0, '1-1'}",       // a head without the order's reply
+		"return {0, 5, 0, 5, 0, 0, 0, 0, '1-1', 0, 0}", // two replies for one order
+		"return {0, 5, 0, 5, 0, 'x', 0, 0, '1-1', 0}",  // a head that is not numbers
+		"return {0, 5, 0, 5, 0, 0, 0, 0, {1}, 0}",      // a head without its entry
+		"return {0, 5, 0, 5, 0, 0, 0, 0, '1-1', {9}}",  // an unknown refusal
+		"return {0, 5, 0, 5, 0, 0, 0, 0, '1-1', 'e'}",  // an entry where a code goes
+		"return {0, 5, 0, 5, 0, 0, 0, 0, '', {7, 1}}",  // a keyed refusal without its entry
+		"return {'x'}", // no code
 	} {
 		res, err := e.Do(e.Client.B().Eval().Script(lua).Numkeys(0).Build()).ToArray()
 		if err != nil {
@@ -190,7 +192,7 @@ func TestGateRepliesOfAnotherShapeAreErrors(t *testing.T) {
 	if got, err := async.ParseGateReplies(res, []int64{1, 2}); err != nil || len(got) != 2 || got[1].Code != async.GateNotStarted {
 		t.Errorf("not started: %v, %v", got, err)
 	}
-	res, err = e.Do(e.Client.B().Eval().Script("return {0, 5, 0, 5, 0, 0, 0, 0, '1-1', {5, '77'}, 4, '1-2'}").Numkeys(0).Build()).ToArray()
+	res, err = e.Do(e.Client.B().Eval().Script("return {0, 5, 0, 5, 0, 0, 0, 0, '1-1', 0, {5, '77'}, 4, 0}").Numkeys(0).Build()).ToArray()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +275,7 @@ func TestGateBatchIsOneEntry(t *testing.T) {
 	v := e.windowVoucher(10, 10*time.Minute, 3, 1)
 	vk := e.Keys.Voucher(v.ID)
 	keys := append(vk.Gate(), vk.Meta+":p") // a pointer bucket in the voucher's slot
-	args := []string{itoa(v.ID), "60000",
+	args := []string{itoa(v.ID), "60000", "5",
 		"1", "201", "2", "", "5",
 		"2", "202", "1", "k 1", "5",
 		"2", "203", "1", "k 1", "5",

@@ -62,15 +62,19 @@ func parseGateReplies(res []rueidis.RedisMessage, units []int64) ([]gateReply, e
 		}
 		return out, err
 	}
-	const headLen = 8
+	const headLen = 9
 	if len(res) != headLen+len(units) {
 		return nil, fmt.Errorf("async: gate answered %d values for %d orders", len(res), len(units))
 	}
-	var nums [headLen - 1]int64 // stock, given, initial, loaded, returned, pay_by, window
+	var nums [headLen - 2]int64 // stock, given, initial, loaded, returned, pay_by, window
 	for i := range nums {
 		if nums[i], err = res[1+i].AsInt64(); err != nil {
 			return nil, fmt.Errorf("async: gate's head: %w", err)
 		}
+	}
+	entry, err := res[headLen-1].ToString() // of the accepted orders
+	if err != nil {
+		return nil, fmt.Errorf("async: gate's head: %w", err)
 	}
 	head := &gateHead{given: nums[1], initial: nums[2], loaded: nums[3], returned: nums[4], payBy: nums[5], window: nums[6]}
 	stock := nums[0]
@@ -82,7 +86,7 @@ func parseGateReplies(res []rueidis.RedisMessage, units []int64) ([]gateReply, e
 		}
 		if r.code == gateAccepted {
 			stock -= units[i]
-			r.left = stock
+			r.left, r.entry = stock, entry
 		}
 		r.head = head
 		out[i] = r
@@ -90,13 +94,9 @@ func parseGateReplies(res []rueidis.RedisMessage, units []int64) ([]gateReply, e
 	return out, nil
 }
 
-// parseOrderReply reads one order's reply after the head: its entry id,
+// parseOrderReply reads one order's reply after the head: accepted's 0,
 // sold out's 4, or an array of a refusal's code and details.
 func parseOrderReply(m rueidis.RedisMessage) (gateReply, error) {
-	if m.IsString() {
-		entry, err := m.ToString()
-		return gateReply{code: gateAccepted, entry: entry}, err
-	}
 	if code, err := m.AsInt64(); err == nil {
 		return gateReply{code: code}, nil
 	}
