@@ -24,12 +24,19 @@ type Config struct {
 	// (default hostname-pid-random). A process restarted with the same
 	// name first finishes the entries it was delivered before.
 	Name string
-	// BatchSize is how many entries one read takes and one transaction
-	// persists (default 500); while Redis is slow, reads take fewer, down
-	// to a quarter of it (pace.go).
+	// BatchSize is how many orders one read is for and one transaction
+	// persists at most (default 500); while Redis is slow, reads take
+	// fewer, down to a quarter of it (pace.go).
 	BatchSize int
 	// Block is how long a read waits for new entries (default 1s).
 	Block time.Duration
+	// Linger is how long a worker waits after a read that brought under a
+	// quarter of BatchSize orders before it reads again, so that the next
+	// read finds more (default 20ms; negative: no wait). Each read and its
+	// ack cost Redis a fixed part: a voucher of K shards has K streams,
+	// each getting 1/K of the orders (pace.go). An order waits that much
+	// longer on its way to MySQL; its buyer was answered already.
+	Linger time.Duration
 	// ClaimIdle is how long an entry delivered to a consumer may stay
 	// unacknowledged before another consumer takes it over (default 30s).
 	// It must be well above the time a batch takes; a consumer keeps the
@@ -128,6 +135,7 @@ func New(client rueidis.Client, db Persister, cfg Config) *Consumer {
 	}
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 500)
 	cfg.Block = cmp.Or(cfg.Block, time.Second)
+	cfg.Linger = cmp.Or(cfg.Linger, 20*time.Millisecond)
 	cfg.ClaimIdle = cmp.Or(cfg.ClaimIdle, 30*time.Second)
 	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, 5*time.Second)
 	cfg.MaxDeliveries = cmp.Or(cfg.MaxDeliveries, 5)

@@ -1,6 +1,9 @@
 package consume
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // A worker sizes its reads by how long its acks take (issue 34). One
 // XREADGROUP of 500 entries and its ack.lua cost Redis 2 to 4 ms of CPU:
@@ -45,6 +48,18 @@ func (w *worker) learn(entries, orders int) {
 	if entries > 0 {
 		w.perEntry = max(1, orders/entries)
 	}
+	w.lastRead = orders
+}
+
+// linger waits Config.Linger after a read of new entries that brought
+// orders but under a quarter of readCount: the next read finds more, and
+// its XREADGROUP, ack and transaction are shared by more orders. A read
+// that found nothing waited in Block already.
+func (w *worker) linger(ctx context.Context) error {
+	if w.lastRead == 0 || w.lastRead >= w.readCount()/4 || w.c.cfg.Linger <= 0 {
+		return nil
+	}
+	return sleep(ctx, w.c.cfg.Linger)
 }
 
 // paced sizes the worker's next reads by the time its last ack took.

@@ -30,6 +30,7 @@ type worker struct {
 	marks      []string  // tries fields to delete once handle's entries are acknowledged (settle.go)
 	count      int       // orders the next read is for; 0: BatchSize (pace.go)
 	perEntry   int       // orders per entry in the last read; 0: none yet (pace.go)
+	lastRead   int       // orders in the last read (pace.go)
 	drained    bool      // drainOwn has finished once in this worker's life
 }
 
@@ -93,6 +94,9 @@ func (w *worker) consume(ctx context.Context) error {
 		}
 		n, err := w.readNew(ctx)
 		if err != nil {
+			return err
+		}
+		if err := w.linger(ctx); err != nil {
 			return err
 		}
 		if n == 0 && !time.Now().Before(w.nextRetire) {
@@ -172,6 +176,7 @@ func (w *worker) deliveries(ctx context.Context, entries []rueidis.XRangeEntry) 
 // readNew reads and persists new entries, readEntries of them, waiting
 // up to Block for them, and returns how many it read.
 func (w *worker) readNew(ctx context.Context) (int, error) {
+	w.lastRead = 0 // learn sets it from what the read brought
 	cmd := w.c.client.B().Xreadgroup().Group(w.c.cfg.Group, w.c.cfg.Name).Count(int64(w.readEntries())).
 		Block(w.c.cfg.Block.Milliseconds()).Streams().Key(w.keys.Orders).Id(">").Build()
 	res, err := w.c.client.Do(ctx, cmd).AsXRead()

@@ -24,6 +24,7 @@ type consumerFlags struct {
 	name      string
 	batch     int
 	claimIdle time.Duration
+	linger    time.Duration
 	heartbeat time.Duration
 	maxDeliv  int64
 	// measure wraps what the consumer persists through (observe.go).
@@ -38,6 +39,7 @@ type consumerFlags struct {
 func (f *consumerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "consumer-name", "", "this consumer's name in the group (default hostname-pid-random; must be unique per process)")
 	fs.IntVar(&f.batch, "batch", 500, "orders per read and per MySQL transaction; while Redis is slow (an ack over 20ms) reads shrink, down to a quarter of it")
+	fs.DurationVar(&f.linger, "read-linger", 20*time.Millisecond, "after a read that brought under a quarter of --batch orders, wait this long before the next, so reads, acks and transactions are shared by more orders (0: never)")
 	fs.DurationVar(&f.claimIdle, "claim-idle", 30*time.Second, "take over entries another consumer left unacknowledged this long, alive or not (the fallback for one that is stuck)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 5*time.Second, "lifetime of this consumer's heartbeat in Redis, renewed every fifth of it; the entries of a consumer whose heartbeat expired (it died) are taken over at once")
 	fs.DurationVar(&f.retire, "retire-after", time.Hour, "delete a finished sale's Redis keys this long after it is over and drained with nothing open in reconcile (negative: never); MySQL answers for it then")
@@ -51,6 +53,8 @@ func (f *consumerFlags) validate() error {
 	switch {
 	case f.batch < 1:
 		return fmt.Errorf("--batch must be at least 1, got %d", f.batch)
+	case f.linger < 0 || f.linger > time.Second:
+		return fmt.Errorf("--read-linger must be between 0 and 1s (orders wait that long on their way to MySQL), got %v", f.linger)
 	case f.claimIdle < time.Second:
 		return fmt.Errorf("--claim-idle must be at least 1s (well above the time one batch takes to persist), got %v", f.claimIdle)
 	case f.heartbeat < time.Second:
@@ -87,6 +91,7 @@ func (f *consumerFlags) new(b *backends, d async.DurabilityConfig, log *slog.Log
 		Name:          f.name,
 		BatchSize:     f.batch,
 		ClaimIdle:     f.claimIdle,
+		Linger:        cmp.Or(f.linger, -1), // 0 on the command line: never
 		Heartbeat:     f.heartbeat,
 		MaxDeliveries: f.maxDeliv,
 		RetireAfter:   f.retireAfter(),

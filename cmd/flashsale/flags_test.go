@@ -33,6 +33,8 @@ func TestCommandsRejectBadFlags(t *testing.T) {
 		{"serve: no replica to wait for", []string{"serve", "--strategy", "async", "--durability", "replica", "--min-replicas", "0"}, "--min-replicas must be at least 1"},
 		{"consume on embedded backends", []string{"consume"}, "consume needs --redis and --db"},
 		{"consume: empty batch", append([]string{"consume", "--batch", "0"}, servers...), "--batch must be at least 1"},
+		{"consume: negative read linger", append([]string{"consume", "--read-linger", "-1ms"}, servers...), "--read-linger must be between 0 and 1s"},
+		{"serve: read linger past a second", []string{"serve", "--strategy", "async", "--read-linger", "2s"}, "--read-linger must be between 0 and 1s"},
 		{"reconcile on embedded backends", []string{"reconcile"}, "reconcile needs --redis and --db"},
 		{"reconcile: negative voucher", append([]string{"reconcile", "--voucher", "-1"}, servers...), "--voucher must be a voucher id"},
 		{"token already expired", []string{"token", "--jwt-secret", strings.Repeat("s", 32), "--user", "1", "--ttl", "-1h"}, "--ttl must be positive"},
