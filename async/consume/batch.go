@@ -300,19 +300,30 @@ func (w *worker) touch(ctx context.Context, items []item) {
 
 // ack acknowledges entries, whose orders are persisted (persisted) or
 // dead-lettered, and trims the stream (ack.lua). It trims even when there
-// is nothing to acknowledge. It also records every persisted order's
-// buyer in Redis if Redis does not know it (see ack.lua). Its time sizes
-// the next reads (pace.go).
+// is nothing to acknowledge. It also records in Redis the buyer of each
+// persisted order Redis may not know (see ack.lua): those of entries not
+// pending any more, and those whose entry is not among entries (a chunk
+// that ended inside an entry). Its time sizes the next reads (pace.go).
 func (w *worker) ack(ctx context.Context, entries []layout.AckEntry, persisted []item) error {
-	orders := make([]flashsale.Order, len(persisted))
-	for i, it := range persisted {
-		orders[i] = it.order
+	acks := make([]layout.AckEntry, len(entries))
+	at := make(map[string]int, len(entries))
+	for i, e := range entries {
+		acks[i] = layout.AckEntry{ID: e.ID, Orders: e.Orders}
+		at[e.ID] = i
+	}
+	var others []flashsale.Order
+	for _, it := range persisted {
+		if i, ok := at[it.entry]; ok {
+			acks[i].Persisted = append(acks[i].Persisted, it.order)
+		} else {
+			others = append(others, it.order)
+		}
 	}
 	start := time.Now()
-	if _, err := layout.Ack(ctx, w.c.client, w.keys, w.c.cfg.Group, entries, orders); err != nil {
+	if _, err := layout.Ack(ctx, w.c.client, w.keys, w.c.cfg.Group, acks, others); err != nil {
 		return err
 	}
-	if len(orders) > 1 { // one order's quick ack says nothing of a read's
+	if len(persisted) > 1 { // one order's quick ack says nothing of a read's
 		w.paced(time.Since(start))
 	}
 	return nil

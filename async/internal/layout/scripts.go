@@ -160,26 +160,38 @@ func Backlog(ctx context.Context, client rueidis.Client, k Keyspace, group strin
 	return total, nil
 }
 
-// AckEntry is an entry to acknowledge: its id and how many orders it
-// holds, which leave the backlog (meta's queued) if it was pending.
+// AckEntry is an entry to acknowledge: its id, how many orders it holds
+// (which leave the backlog, meta's queued, if it was pending) and those of
+// them persisted now.
 type AckEntry struct {
-	ID     string
-	Orders int
+	ID        string
+	Orders    int
+	Persisted []flashsale.Order
 }
 
 // Ack runs ack.lua on a voucher's (shard's) keys: it acknowledges entries
 // for the group, trims the stream below what every group still needs
-// (even with no entries), and records the buyer of each of orders that
-// Redis does not know, taking a unit of stock for each as the gate would
-// have. It returns how many buyers it recorded.
-func Ack(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string, entries []AckEntry, orders []flashsale.Order) (int64, error) {
-	args := make([]string, 0, 2+2*len(entries)+3*len(orders))
+// (even with no entries), and records the buyer of each order persisted
+// that Redis does not know, taking its units from the stock as the gate
+// would have: of the entries that were not pending any more, and others,
+// orders persisted whose entry is not acknowledged here (see ack.lua). It
+// returns how many buyers it recorded.
+func Ack(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string, entries []AckEntry, others []flashsale.Order) (int64, error) {
+	args := make([]string, 0, 2+3*len(entries)+3*len(others))
 	args = append(args, group, strconv.Itoa(len(entries)))
 	for _, e := range entries {
-		args = append(args, e.ID, strconv.Itoa(e.Orders))
+		args = append(args, e.ID, strconv.Itoa(e.Orders), strconv.Itoa(len(e.Persisted)))
 	}
-	for _, o := range orders {
+	triple := func(o flashsale.Order) {
 		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10), strconv.Itoa(o.Units()))
+	}
+	for _, e := range entries {
+		for _, o := range e.Persisted {
+			triple(o)
+		}
+	}
+	for _, o := range others {
+		triple(o)
 	}
 	v, err := ackScript.Exec(ctx, client, []string{vk.Orders, vk.Meta, vk.Buyers, vk.Returned, vk.Fence}, args).AsIntSlice()
 	if err != nil {
