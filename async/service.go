@@ -149,7 +149,7 @@ func Returns(client rueidis.Client, cfg Config) *returns.Restocker {
 
 // local is what an instance keeps about one voucher.
 type local struct {
-	gateKeys []string // meta, buyers, orders
+	gateKeys []string // meta, buyers, orders, keyed (VoucherKeys.Gate)
 	slot     int      // the slot of gateKeys
 	// shards holds the keys of a sharded voucher's shards (shard.go); nil
 	// when it has one.

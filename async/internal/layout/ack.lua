@@ -21,7 +21,11 @@
 -- load.lua counted the buyers of every order of the stream MySQL did not
 -- hold. An entry that was not pending (lost with the stream, or from
 -- before a rewind, or acknowledged by another consumer), and orders
--- passed without their entry, are looked at.
+-- passed without their entry, are looked at. So is every order of a
+-- voucher whose limit is above 1: load.lua passes over a stream order
+-- when the buyer's record names a later one, which a record from MySQL
+-- does for an order persisted out of turn, so a reload can leave such an
+-- order's units uncounted until its ack.
 --
 -- While the meta hash is missing, a reload may hold a MySQL snapshot
 -- taken before these orders were persisted, and they leave the stream
@@ -44,14 +48,17 @@
 -- Returns {entries acknowledged, entries trimmed, buyers recorded}.
 local n = tonumber(ARGV[2])
 local loaded = redis.call('EXISTS', KEYS[2]) == 1
+local limit = tonumber(redis.call('HGET', KEYS[2], 'limit')) or 1
 local acked, left = 0, 0
 -- look lists the ARGV indexes of the triples whose buyers are looked at.
 local look, t = {}, 3 + 3 * n
 for i = 3, 2 + 3 * n, 3 do
   local k = tonumber(ARGV[i + 2])
-  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+  local pending = redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1
+  if pending then
     acked, left = acked + 1, left + tonumber(ARGV[i + 1])
-  else
+  end
+  if not pending or limit > 1 then
     for j = t, t + 3 * (k - 1), 3 do
       look[#look + 1] = j
     end
@@ -79,7 +86,7 @@ if #look > 0 and loaded then
       local user, order, q = ARGV[j], ARGV[j + 1], tonumber(ARGV[j + 2])
       if redis.call('HEXISTS', KEYS[4], order) == 0 and redis.call('HSETNX', KEYS[3], user, q .. ':' .. order) == 1 then
         recorded = recorded + 1
-        if (tonumber(redis.call('HGET', KEYS[2], 'limit')) or 1) > 1 then
+        if limit > 1 then
           redis.call('HINCRBY', KEYS[2], 'orders', 1)
         end
         local stock = tonumber(redis.call('HGET', KEYS[2], 'stock'))
