@@ -75,13 +75,15 @@ func BenchmarkRedisCostParts(b *testing.B) {
 	for _, per := range []int{1, costPartsBatch} {
 		b.Run("consume/orders-per-entry="+strconv.Itoa(per), func(b *testing.B) { consumeCostPart(b, c, per) })
 	}
-	b.Run("consume/ack.lua", func(b *testing.B) { ackCostPart(b, c) })
+	b.Run("consume/ack.lua", func(b *testing.B) { ackCostPart(b, c, false) })
+	b.Run("consume/ack.lua-lean", func(b *testing.B) { ackCostPart(b, c, true) })
 }
 
 // ackCostPart runs ack.lua, as a consumer does after each transaction, on
 // b.N reads of one pending entry of a batch of new buyers whom Redis
-// records (the normal case), and reports Redis's CPU per order.
-func ackCostPart(b *testing.B, c rueidis.Client) {
+// records (the normal case), with the entries' orders or lean (a voucher
+// whose limit is 1), and reports Redis's CPU per order.
+func ackCostPart(b *testing.B, c rueidis.Client, lean bool) {
 	ctx := context.Background()
 	mustDo(b, c, c.B().Flushall().Build())
 	vk := layout.New("").Voucher(7)
@@ -108,13 +110,13 @@ func ackCostPart(b *testing.B, c rueidis.Client) {
 		acks[i] = []layout.AckEntry{{ID: id, Orders: costPartsBatch, Persisted: orders[i]}}
 	}
 	mustDo(b, c, c.B().Xreadgroup().Group(layout.DefaultGroup, "c").Streams().Key(vk.Orders).Id(">").Build())
-	if _, err := layout.Ack(ctx, c, vk, layout.DefaultGroup, nil, nil); err != nil { // loads the script
+	if _, err := layout.Ack(ctx, c, vk, layout.DefaultGroup, nil, nil, false); err != nil { // loads the script
 		b.Fatal(err)
 	}
 	before := readRedisCost(b, c)
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := layout.Ack(ctx, c, vk, layout.DefaultGroup, acks[i], nil); err != nil {
+		if _, err := layout.Ack(ctx, c, vk, layout.DefaultGroup, acks[i], nil, lean); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -143,11 +143,11 @@ func (s *Service) recordPersistedBuyers(ctx context.Context, voucherID int64, sh
 	vk := shards[shard]
 	var recorded int64
 	for start := 0; start < len(orders); start += buyersChunk {
-		n, err := layout.Ack(ctx, s.client, vk, s.cfg.Group, nil, orders[start:min(start+buyersChunk, len(orders))])
+		res, err := layout.Ack(ctx, s.client, vk, s.cfg.Group, nil, orders[start:min(start+buyersChunk, len(orders))], false)
 		if err != nil {
 			return recorded, err
 		}
-		recorded += n
+		recorded += res.Recorded
 	}
 	return recorded, nil
 }

@@ -303,7 +303,9 @@ func (w *worker) touch(ctx context.Context, items []item) {
 // is nothing to acknowledge. It also records in Redis the buyer of each
 // persisted order Redis may not know (see ack.lua): those of entries not
 // pending any more, and those whose entry is not among entries (a chunk
-// that ended inside an entry). Its time sizes the next reads (pace.go).
+// that ended inside an entry). Once an ack has told it the voucher's
+// limit is 1, it leaves the orders of entries out (layout.AckLean). Its
+// time sizes the next reads (pace.go).
 func (w *worker) ack(ctx context.Context, entries []layout.AckEntry, persisted []item) error {
 	acks := make([]layout.AckEntry, len(entries))
 	at := make(map[string]int, len(entries))
@@ -320,9 +322,17 @@ func (w *worker) ack(ctx context.Context, entries []layout.AckEntry, persisted [
 		}
 	}
 	start := time.Now()
-	if _, err := layout.Ack(ctx, w.c.client, w.keys, w.c.cfg.Group, acks, others); err != nil {
+	var res layout.AckResult
+	var err error
+	if w.limitOne { // the orders' buyers go only with entries not pending (ack.lua)
+		res, err = layout.AckLean(ctx, w.c.client, w.keys, w.c.cfg.Group, acks, others)
+	} else {
+		res, err = layout.Ack(ctx, w.c.client, w.keys, w.c.cfg.Group, acks, others, false)
+	}
+	if err != nil {
 		return err
 	}
+	w.limitOne = res.Limit == 1
 	if len(persisted) > 1 { // one order's quick ack says nothing of a read's
 		w.paced(time.Since(start))
 	}

@@ -23,9 +23,22 @@ func ParseOrders(voucherID int64, e rueidis.XRangeEntry) ([]flashsale.Order, err
 	return orders, nil
 }
 
-// Handle has a worker of c persist entries of the voucher's keys vk as one
-// delivered batch, as its read loop would.
+// Worker is a worker of a Consumer for one voucher's keys.
+type Worker struct{ w *worker }
+
+// NewWorker returns a worker of c for the voucher's keys vk.
+func NewWorker(c *Consumer, voucherID int64, vk layout.VoucherKeys) *Worker {
+	return &Worker{&worker{c: c, voucher: voucherID, keys: vk, log: c.log}}
+}
+
+// Handle has the worker persist entries as one delivered batch, as its
+// read loop would.
+func (w *Worker) Handle(ctx context.Context, entries []rueidis.XRangeEntry) error {
+	return w.w.handle(ctx, entries, nil, false)
+}
+
+// Handle has a new worker of c persist entries of the voucher's keys vk
+// as one delivered batch.
 func Handle(ctx context.Context, c *Consumer, voucherID int64, vk layout.VoucherKeys, entries []rueidis.XRangeEntry) error {
-	w := &worker{c: c, voucher: voucherID, keys: vk, log: c.log}
-	return w.handle(ctx, entries, nil, false)
+	return NewWorker(c, voucherID, vk).Handle(ctx, entries)
 }

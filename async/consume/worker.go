@@ -31,6 +31,7 @@ type worker struct {
 	count      int       // orders the next read is for; 0: BatchSize (pace.go)
 	perEntry   int       // orders per entry in the last read; 0: none yet (pace.go)
 	lastRead   int       // orders in the last read (pace.go)
+	limitOne   bool      // the last ack found the voucher's limit 1: acks may be lean
 	drained    bool      // drainOwn has finished once in this worker's life
 }
 

@@ -82,7 +82,7 @@ func (e *Env) DeadLetter(vk layout.VoucherKeys, entry rueidis.XRangeEntry, reaso
 		e.Do(e.Client.B().Hset().Key(vk.Failed).FieldValue().FieldValue(user, order).Build())
 	}
 	ack := layout.AckEntry{ID: entry.ID, Orders: len(layout.EntryOrderIDs(entry.FieldValues))}
-	if _, err := layout.Ack(context.Background(), e.Client, vk, layout.DefaultGroup, []layout.AckEntry{ack}, nil); err != nil {
+	if _, err := layout.Ack(context.Background(), e.Client, vk, layout.DefaultGroup, []layout.AckEntry{ack}, nil, false); err != nil {
 		e.T.Fatal(err)
 	}
 }

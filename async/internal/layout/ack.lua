@@ -37,26 +37,40 @@
 -- own XACK, so that one acknowledged before (by a consumer that took it
 -- over meanwhile) is not counted twice.
 --
+-- A caller that knows the limit is 1 may leave out the triples of an
+-- entry's orders (lean): the entries that turn out not pending are then
+-- returned, for it to pass their orders again, as others, at once (issue
+-- 34: three arguments per order cost Redis about 1.5 µs, for a look that
+-- nearly never happens).
+--
 -- KEYS[1] orders stream, KEYS[2] meta hash, KEYS[3] buyers hash,
 -- KEYS[4] returned hash, KEYS[5] fence
--- ARGV[1] consumer group, ARGV[2] n, ARGV[3..2+3n] for each entry to
--- acknowledge: its id, its number of orders and k, the number of its
--- orders persisted now (none: just trim); then user id, order id, quantity
--- triples: the k of each entry in turn, then orders persisted whose entry
--- is not acknowledged here
+-- ARGV[1] consumer group, ARGV[2] n, ARGV[3..2+4n] for each entry to
+-- acknowledge: its id, its number of orders, p, the number of its orders
+-- persisted now, and k, the triples of them that follow (p, or 0 when
+-- lean); none: just trim; then user id, order id, quantity triples: the k
+-- of each entry in turn, then orders persisted whose entry is not
+-- acknowledged here
 --
--- Returns {entries acknowledged, entries trimmed, buyers recorded}.
+-- Returns {entries acknowledged, entries trimmed, buyers recorded, the
+-- voucher's limit (0 when not loaded), then the ids of the entries left
+-- lean that were not pending, whose orders must be looked at}.
 local n = tonumber(ARGV[2])
 local loaded = redis.call('EXISTS', KEYS[2]) == 1
 local limit = tonumber(redis.call('HGET', KEYS[2], 'limit')) or 1
-local acked, left = 0, 0
--- look lists the ARGV indexes of the triples whose buyers are looked at.
-local look, t = {}, 3 + 3 * n
-for i = 3, 2 + 3 * n, 3 do
-  local k = tonumber(ARGV[i + 2])
+local acked, left, persisted = 0, 0, false
+-- look lists the ARGV indexes of the triples whose buyers are looked at,
+-- redo the lean entries whose orders the caller must send.
+local look, redo, t = {}, {}, 3 + 4 * n
+for i = 3, 2 + 4 * n, 4 do
+  local p, k = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  persisted = persisted or p > 0
   local pending = redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1
   if pending then
     acked, left = acked + 1, left + tonumber(ARGV[i + 1])
+  end
+  if (not pending or limit > 1) and p > k then
+    redo[#redo + 1] = ARGV[i]
   end
   if not pending or limit > 1 then
     for j = t, t + 3 * (k - 1), 3 do
@@ -65,6 +79,7 @@ for i = 3, 2 + 3 * n, 3 do
   end
   t = t + 3 * k
 end
+persisted = persisted or #ARGV >= t
 for j = t, #ARGV, 3 do
   look[#look + 1] = j
 end
@@ -97,7 +112,7 @@ if #look > 0 and loaded then
     end
   end
 end
-if not loaded and #ARGV > 2 + 3 * n then
+if not loaded and persisted then
   if redis.call('EXISTS', KEYS[5]) == 1 then
     redis.call('INCR', KEYS[5])
   else
@@ -138,4 +153,11 @@ local trimmed = 0
 if keep ~= nil then
   trimmed = redis.call('XTRIM', KEYS[1], 'MINID', keep)
 end
-return {acked, trimmed, recorded}
+local out = {acked, trimmed, recorded, 0}
+if loaded then
+  out[4] = limit
+end
+for _, id in ipairs(redo) do
+  out[#out + 1] = id
+end
+return out

@@ -49,7 +49,7 @@ func readAndAck(t testing.TB, c rueidis.Client, vk VoucherKeys, n, acked int) {
 	for i := range ids {
 		ids[i] = AckEntry{ID: entries[i].ID, Orders: 1}
 	}
-	if _, err := Ack(ctx, c, vk, DefaultGroup, ids, nil); err != nil {
+	if _, err := Ack(ctx, c, vk, DefaultGroup, ids, nil, false); err != nil {
 		t.Fatal(err)
 	}
 }

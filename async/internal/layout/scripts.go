@@ -169,33 +169,81 @@ type AckEntry struct {
 	Persisted []flashsale.Order
 }
 
+// AckResult is what ack.lua did.
+type AckResult struct {
+	Recorded int64    // buyers it recorded
+	Limit    int64    // the voucher's limit per buyer; 0: not loaded
+	Redo     []string // lean: entries not pending, whose orders it did not get
+}
+
 // Ack runs ack.lua on a voucher's (shard's) keys: it acknowledges entries
 // for the group, trims the stream below what every group still needs
 // (even with no entries), and records the buyer of each order persisted
 // that Redis does not know, taking its units from the stock as the gate
 // would have: of the entries that were not pending any more, and others,
-// orders persisted whose entry is not acknowledged here (see ack.lua). It
-// returns how many buyers it recorded.
-func Ack(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string, entries []AckEntry, others []flashsale.Order) (int64, error) {
-	args := make([]string, 0, 2+3*len(entries)+3*len(others))
+// orders persisted whose entry is not acknowledged here (see ack.lua).
+// Lean leaves out the entries' orders; pass those of Redo as others at
+// once (AckLean does). Only for a voucher whose limit is 1.
+func Ack(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string, entries []AckEntry, others []flashsale.Order, lean bool) (AckResult, error) {
+	args := make([]string, 0, 2+4*len(entries)+3*len(others))
 	args = append(args, group, strconv.Itoa(len(entries)))
 	for _, e := range entries {
-		args = append(args, e.ID, strconv.Itoa(e.Orders), strconv.Itoa(len(e.Persisted)))
+		k := len(e.Persisted)
+		if lean {
+			k = 0
+		}
+		args = append(args, e.ID, strconv.Itoa(e.Orders), strconv.Itoa(len(e.Persisted)), strconv.Itoa(k))
 	}
 	triple := func(o flashsale.Order) {
 		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10), strconv.Itoa(o.Units()))
 	}
 	for _, e := range entries {
 		for _, o := range e.Persisted {
-			triple(o)
+			if !lean {
+				triple(o)
+			}
 		}
 	}
 	for _, o := range others {
 		triple(o)
 	}
-	v, err := ackScript.Exec(ctx, client, []string{vk.Orders, vk.Meta, vk.Buyers, vk.Returned, vk.Fence}, args).AsIntSlice()
+	v, err := ackScript.Exec(ctx, client, []string{vk.Orders, vk.Meta, vk.Buyers, vk.Returned, vk.Fence}, args).ToArray()
 	if err != nil {
-		return 0, err
+		return AckResult{}, err
 	}
-	return v[2], nil
+	if len(v) < 4 {
+		return AckResult{}, fmt.Errorf("ack.lua answered %d values", len(v))
+	}
+	var res AckResult
+	if res.Recorded, err = v[2].AsInt64(); err == nil {
+		res.Limit, err = v[3].AsInt64()
+	}
+	for _, m := range v[4:] {
+		if err == nil {
+			var id string
+			id, err = m.ToString()
+			res.Redo = append(res.Redo, id)
+		}
+	}
+	return res, err
+}
+
+// AckLean is Ack with lean entries, then, for the entries not pending any
+// more, their orders passed as others; its result counts both.
+func AckLean(ctx context.Context, client rueidis.Client, vk VoucherKeys, group string, entries []AckEntry, others []flashsale.Order) (AckResult, error) {
+	res, err := Ack(ctx, client, vk, group, entries, others, true)
+	if err != nil || len(res.Redo) == 0 {
+		return res, err
+	}
+	var redo []flashsale.Order
+	for _, id := range res.Redo {
+		for _, e := range entries {
+			if e.ID == id {
+				redo = append(redo, e.Persisted...)
+			}
+		}
+	}
+	again, err := Ack(ctx, client, vk, group, nil, redo, false)
+	res.Recorded += again.Recorded
+	return res, err
 }
