@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -39,13 +40,7 @@ func (db *DB) BuyerNumbers(ctx context.Context, issuer string, subjects []string
 	sorted := slices.Clone(subjects)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
-	var ids map[string]int64
-	var err error
-	for range 3 {
-		if ids, err = db.numberBuyers(ctx, issuer, sorted); err == nil || !isBusy(err) {
-			break
-		}
-	}
+	ids, err := db.numberAll(ctx, issuer, sorted)
 	if err != nil {
 		return nil, wrap("number buyers", err)
 	}
@@ -56,6 +51,26 @@ func (db *DB) BuyerNumbers(ctx context.Context, issuer string, subjects []string
 		}
 	}
 	return out, nil
+}
+
+// numberAll runs numberBuyers, again (twice at most) after a lost lock
+// race or for subjects its read did not find.
+func (db *DB) numberAll(ctx context.Context, issuer string, subjects []string) (map[string]int64, error) {
+	ids := map[string]int64{}
+	todo := subjects
+	var err error
+	for range 3 {
+		var got map[string]int64
+		if got, err = db.numberBuyers(ctx, issuer, todo); err != nil && !isBusy(err) {
+			return nil, err
+		}
+		maps.Copy(ids, got)
+		todo = slices.DeleteFunc(slices.Clone(todo), func(s string) bool { return ids[s] > 0 })
+		if len(todo) == 0 {
+			return ids, nil
+		}
+	}
+	return ids, err
 }
 
 // numberBuyers numbers the pairs not numbered yet and returns every
@@ -89,7 +104,10 @@ func (db *DB) numberBuyers(ctx context.Context, issuer string, subjects []string
 	for _, s := range subjects {
 		args = append(args, s)
 	}
-	return scanBuyers(db.w.QueryContext(ctx, "SELECT subject, id FROM buyer_subjects WHERE issuer = ? AND subject IN "+placeholders(len(subjects)), args...))
+	// A locking read: it reads the latest rows, and waits for a row another
+	// process's upsert holds, rather than reading a snapshot that may not
+	// show it yet (CI saw one subject missing once under concurrent batches).
+	return scanBuyers(db.w.QueryContext(ctx, "SELECT subject, id FROM buyer_subjects WHERE issuer = ? AND subject IN "+placeholders(len(subjects))+" LOCK IN SHARE MODE", args...))
 }
 
 // scanBuyers reads (subject, id) rows.
