@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,11 +68,12 @@ func (e *Env) Deliver(voucherID int64, name string, n int64) []rueidis.XRangeEnt
 // (dead.lua, then its ack).
 func (e *Env) DeadLetter(vk layout.VoucherKeys, entry rueidis.XRangeEntry, reason, kind string) {
 	e.T.Helper()
-	for _, order := range layout.EntryOrderIDs(entry.FieldValues) {
-		user := entry.FieldValues[layout.FieldUser]
-		if layout.IsBatchEntry(entry.FieldValues) {
-			user, _, _ = strings.Cut(entry.FieldValues[order], " ")
-		}
+	orders, bad := layout.ParseEntry(0, entry.ID, entry.FieldValues)
+	if len(bad) > 0 {
+		e.T.Fatalf("dead-lettering entry %s: %v", entry.ID, bad[0].Err)
+	}
+	for _, o := range orders {
+		order, user := strconv.FormatInt(o.ID, 10), strconv.FormatInt(o.UserID, 10)
 		add := e.Client.B().Xadd().Key(vk.Dead).Id("*").FieldValue().
 			FieldValue(layout.FieldOrder, order).FieldValue(layout.FieldUser, user).
 			FieldValue(layout.FieldReason, reason).FieldValue("entry", entry.ID).FieldValue("deliveries", "1").
@@ -81,7 +81,7 @@ func (e *Env) DeadLetter(vk layout.VoucherKeys, entry rueidis.XRangeEntry, reaso
 		e.Do(add.Build())
 		e.Do(e.Client.B().Hset().Key(vk.Failed).FieldValue().FieldValue(user, order).Build())
 	}
-	ack := layout.AckEntry{ID: entry.ID, Orders: len(layout.EntryOrderIDs(entry.FieldValues))}
+	ack := layout.AckEntry{ID: entry.ID, Orders: len(orders)}
 	if _, err := layout.Ack(context.Background(), e.Client, vk, layout.DefaultGroup, []layout.AckEntry{ack}, nil, false); err != nil {
 		e.T.Fatal(err)
 	}

@@ -15,10 +15,10 @@ import (
 // ErrMalformed is wrapped when a stream entry cannot be read as an order.
 var ErrMalformed = errors.New("async: malformed stream entry")
 
-// ParseOrder reads the fields of an orders stream entry as an order of
+// parseOrder reads the fields of an orders stream entry as an order of
 // the voucher, accepted when Redis stamped the entry: its quantity, its
 // pay_by and idempotency key if it has them. Its status is left empty.
-func ParseOrder(voucherID int64, entry string, fields map[string]string) (flashsale.Order, error) {
+func parseOrder(voucherID int64, entry string, fields map[string]string) (flashsale.Order, error) {
 	o := flashsale.Order{VoucherID: voucherID, Quantity: 1, CreatedAt: EntryTime(entry), IdempotencyKey: fields[FieldKey]}
 	var err error
 	if o.ID, err = positive(fields, FieldOrder); err != nil {
@@ -68,8 +68,8 @@ func positive(fields map[string]string, name string) (int64, error) {
 // Everything downstream of the gate reads an entry through ParseEntry or
 // EntryOrderIDs, and acknowledges, claims and counts deliveries per entry.
 
-// IsBatchEntry reports whether an entry's fields are a gate batch's.
-func IsBatchEntry(fields map[string]string) bool {
+// isBatchEntry reports whether an entry's fields are a gate batch's.
+func isBatchEntry(fields map[string]string) bool {
 	_, single := fields[FieldOrder]
 	return !single && len(fields) > 0
 }
@@ -86,8 +86,8 @@ type BadOrder struct {
 // cannot be read (an entry of one order that cannot is one bad order). The
 // orders of a batch come in ascending id.
 func ParseEntry(voucherID int64, entry string, fields map[string]string) (orders []flashsale.Order, bad []BadOrder) {
-	if !IsBatchEntry(fields) {
-		o, err := ParseOrder(voucherID, entry, fields)
+	if !isBatchEntry(fields) {
+		o, err := parseOrder(voucherID, entry, fields)
 		if err != nil {
 			return nil, []BadOrder{{Order: fields[FieldOrder], User: fields[FieldUser], Err: err}}
 		}
@@ -120,13 +120,13 @@ func parseBatchOrder(voucherID int64, entry, id, v string) (flashsale.Order, err
 	} else if len(parts) != 1 {
 		return o, fmt.Errorf("order %s: value %q is neither a buyer nor four parts", id, v)
 	}
-	return ParseOrder(voucherID, entry, fields)
+	return parseOrder(voucherID, entry, fields)
 }
 
 // EntryOrderIDs returns the ids of an orders stream entry's orders, as
 // written, without checking them.
 func EntryOrderIDs(fields map[string]string) []string {
-	if !IsBatchEntry(fields) {
+	if !isBatchEntry(fields) {
 		if id, ok := fields[FieldOrder]; ok {
 			return []string{id}
 		}
