@@ -37,7 +37,7 @@ func migrate(ctx context.Context, db *sql.DB, dialect string) (err error) {
 	}
 	p, err := goose.NewProvider(gooseDialect, db, fsys,
 		goose.WithDisableGlobalRegistry(true), goose.WithLogger(goose.NopLogger()),
-		goose.WithGoMigrations(stockEventsMigration(dialect), outboxBatchesMigration(dialect), oneTriggerMigration(dialect)))
+		goose.WithGoMigrations(stockEventsMigration(dialect), outboxBatchesMigration(dialect), oneTriggerMigration(dialect), placedOnInsertMigration(dialect)))
 	if err != nil {
 		return fmt.Errorf("store: migrations: %w", err)
 	}

@@ -49,7 +49,7 @@ func wantMigratedOnce(t *testing.T, db *DB) {
 		}
 		want = append(want, n)
 	}
-	want = append(want, stockEventsVersion, outboxBatchesVersion, oneTriggerVersion) // Go migrations (stocktriggers.go, outboxtriggers.go)
+	want = append(want, stockEventsVersion, outboxBatchesVersion, oneTriggerVersion, placedOnInsertVersion) // Go migrations (stocktriggers.go, outboxtriggers.go)
 	slices.Sort(want)
 	if !slices.Equal(versions, want) {
 		t.Errorf("recorded versions %v, want %v", versions, want)

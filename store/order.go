@@ -71,8 +71,12 @@ func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) er
 		}
 	}
 	t := now()
+	id := "?"
+	if counted && tx.placedOnInsert() {
+		id = "(@flashsale_placed := ?)" // migration 00015's trigger writes its order.placed
+	}
 	_, err := tx.w.ExecContext(ctx, `INSERT INTO orders (id, voucher_id, user_id, quantity, status, pay_by, idempotency_key, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, o.ID, o.VoucherID, o.UserID, o.Units(), string(status),
+		VALUES (`+id+`, ?, ?, ?, ?, ?, ?, ?, ?)`, o.ID, o.VoucherID, o.UserID, o.Units(), string(status),
 		nullTime(o.PayBy), nullString(o.IdempotencyKey), dbTime(t), dbTime(t))
 	if isDuplicate(err) {
 		return tx.duplicate(ctx, o, err)
@@ -84,7 +88,7 @@ func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) er
 	switch {
 	case status == flashsale.StatusFailed:
 		tx.addOrderEvent(flashsale.EventOrderFailed, o)
-	case !counted: // else PlaceOrder's decrement writes it
+	case !counted: // else a trigger writes it (PlaceOrder)
 		tx.addOrderEvent(flashsale.EventOrderPlaced, o)
 	}
 	return nil

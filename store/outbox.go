@@ -12,17 +12,19 @@ import (
 )
 
 // The transactional outbox's writing side. The order.placed events of
-// the orders a stock decrement places (PlaceOrder; takeStock for
-// the batch strategy and the consumer's persist) are written by the
-// database, by a trigger on the decrement (outboxtriggers.go): one row
+// the orders a stock decrement places (PlaceOrder; takeStock for the
+// batch strategy and the consumer's persist) are written by the
+// database, by triggers (outboxtriggers.go): on the decrement, one row
 // per decrement, type order.placed, order_id 0, n the number of orders
 // and data their ids, which the readers expand into one event each from
-// the orders table (expand.go). An order's fields an order.placed shows
-// never change after the insert (its id, voucher, buyer, quantity,
-// pay_by; its status then follows from pay_by), and orders are never
-// deleted, so the expansion is the order as it was placed — and a sale's
-// transaction writes no event of its own: no round trip, no JSON. The
-// voucher events are written by triggers too (stocktriggers.go).
+// the orders table (expand.go); on MySQL, PlaceOrder's one order's row
+// by a trigger on its insert instead, before the voucher's row lock
+// (migration 00015). An order's fields an order.placed shows never
+// change after the insert (its id, voucher, buyer, quantity, pay_by; its
+// status then follows from pay_by), and orders are never deleted, so the
+// expansion is the order as it was placed — and a sale's transaction
+// writes no event of its own: no round trip, no JSON. The voucher events
+// are written by triggers too (stocktriggers.go).
 //
 // Every other order event (paid, cancelled, expired, failed, and placed
 // by InsertOrder without PlaceOrder) is added to the Tx as it

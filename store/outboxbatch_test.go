@@ -127,3 +127,38 @@ func TestPlaceOrderCountsLiveOnce(t *testing.T) {
 		}
 	})
 }
+
+// PlaceOrder's order.placed is written once whatever the transaction
+// inserts after it: on MySQL by the trigger on its insert (migration
+// 00015), which answers to that one order, so neither a plain insert nor
+// a batch's multi-row insert after it, in its transaction or on its
+// connection, writes another; a PlaceOrder whose insert fails writes
+// none.
+func TestPlacedEventOnceWhateverFollows(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *DB) {
+		createVoucher(t, db, 1, 10)
+		db.writer.SetMaxOpenConns(1) // one connection: the session variable's
+		err := db.Tx(t.Context(), func(tx *Tx) error {
+			if ok, err := tx.PlaceOrder(t.Context(), &flashsale.Order{ID: 1, VoucherID: 1, UserID: 1}, 1); err != nil || !ok {
+				return cmp.Or(err, errors.New("sold out"))
+			}
+			return tx.InsertOrder(t.Context(), &flashsale.Order{ID: 2, VoucherID: 1, UserID: 2, Status: flashsale.StatusFailed}, 1)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Tx(t.Context(), func(tx *Tx) error {
+			_, err := tx.PlaceOrder(t.Context(), &flashsale.Order{ID: 1, VoucherID: 1, UserID: 3}, 1)
+			return err
+		})
+		wantCode(t, err, flashsale.EDuplicateOrder)
+		if _, err := db.PersistOrders(t.Context(), []flashsale.Order{{ID: 4, VoucherID: 1, UserID: 4, Quantity: 1}, {ID: 5, VoucherID: 1, UserID: 5, Quantity: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		wantOutbox(t, db, "order.placed 1", "order.failed 2", "order.placed 4", "order.placed 5")
+		var rows int
+		if err := db.writer.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM outbox").Scan(&rows); err != nil || rows != 3 {
+			t.Fatalf("outbox rows = %d, %v; want 3: the placing, the failure, the batch", rows, err)
+		}
+	})
+}

@@ -145,14 +145,20 @@ func (tx *Tx) placedData(ids []int64) string {
 	return string(appendIDs(nil, ids))
 }
 
+// placedOnInsert reports whether PlaceOrder's insert writes its
+// order.placed (migration 00015, MySQL), not its decrement.
+func (tx *Tx) placedOnInsert() bool { return !tx.noOutbox && tx.dialect == MySQL }
+
 // PlaceOrder stores o as a new order, as InsertOrder does (created, or
 // awaiting payment with a PayBy), and then takes its units from its
 // voucher's remaining stock if that many are left, as DecrementRemaining
-// does, counting o among the voucher's live orders and writing its
-// order.placed in the same statement (decrement). The decrement is the
-// transaction's last statement on purpose: on a hot voucher every buyer
-// waits for that row, and it is then held only by one statement and the
-// commit, not by the order's own writes too. It reports whether it took
+// does, counting o among the voucher's live orders in the same statement
+// (decrement). Its order.placed is written by the database: on MySQL by a
+// trigger on the order's insert (migration 00015), on SQLite by the
+// decrement's. The decrement is the transaction's last statement on
+// purpose: on a hot voucher every buyer waits for that row, and it is
+// then held only by one statement and the commit, not by the order's own
+// writes, nor its event's, too. It reports whether it took
 // the units; when it did not (sold out), o is inserted all the same and
 // the caller must roll the transaction back. Its locks come buyer's units
 // first, voucher's row last, where a cancel or expiry takes the voucher's
@@ -172,13 +178,17 @@ func (tx *Tx) PlaceOrder(ctx context.Context, o *flashsale.Order, limit int) (bo
 	if tx.liveCounted == nil {
 		tx.liveCounted = map[int64]bool{}
 	}
-	// Counted and its event written by the decrement below, not by the
-	// insert.
+	// Counted by the decrement below, not by the insert; its event
+	// written by neither InsertOrder nor the Tx (placedOnInsert).
 	tx.liveCounted[o.ID] = true
 	if err := tx.InsertOrder(ctx, o, limit); err != nil {
 		return false, err
 	}
-	return tx.decrement(ctx, o.VoucherID, o.Units(), 1, tx.placedData([]int64{o.ID}))
+	placed := ""
+	if !tx.placedOnInsert() {
+		placed = tx.placedData([]int64{o.ID})
+	}
+	return tx.decrement(ctx, o.VoucherID, o.Units(), 1, placed)
 }
 
 // oneRow reports whether an update matched a row. The MySQL connection uses
