@@ -70,7 +70,7 @@ func BenchmarkRedisCostParts(b *testing.B) {
 	}
 	c := testenv.StartRedis(b).Client(b)
 	for _, name := range []string{"floor", "hsetnx", "xadd-per-order", "xadd-per-batch", "gate.lua"} {
-		b.Run("script="+name, func(b *testing.B) { gateCostPart(b, c, scripts[name]) })
+		b.Run("script="+name, func(b *testing.B) { gateCostPart(b, c, scripts[name], costPartsBatch) })
 	}
 	for _, per := range []int{1, costPartsBatch} {
 		b.Run("consume/orders-per-entry="+strconv.Itoa(per), func(b *testing.B) { consumeCostPart(b, c, per) })
@@ -125,9 +125,10 @@ func ackCostPart(b *testing.B, c rueidis.Client, lean bool) {
 	b.ReportMetric(float64(d.cpu.Nanoseconds())/1e3/float64(b.N*costPartsBatch), "redis-µs/order")
 }
 
-// gateCostPart runs script b.N times on a batch of new buyers with
-// gate.lua's keys and arguments, and reports Redis's CPU per order.
-func gateCostPart(b *testing.B, c rueidis.Client, script string) {
+// gateCostPart runs script b.N times on a batch of orders new buyers
+// with gate.lua's keys and arguments, and reports Redis's CPU per order
+// and per call.
+func gateCostPart(b *testing.B, c rueidis.Client, script string, orders int) {
 	ctx := context.Background()
 	s := rueidis.NewLuaScript(script)
 	mustDo(b, c, c.B().Flushall().Build())
@@ -137,7 +138,7 @@ func gateCostPart(b *testing.B, c rueidis.Client, script string) {
 	user := 0
 	batch := func() []string {
 		args := []string{"7", "600000", "2"}
-		for range costPartsBatch {
+		for range orders {
 			user++
 			args = append(args, strconv.Itoa(1_000_000+user), strconv.Itoa(1_786_000_000_000_000_000+user))
 		}
@@ -159,7 +160,28 @@ func gateCostPart(b *testing.B, c rueidis.Client, script string) {
 	}
 	b.StopTimer()
 	d := readRedisCost(b, c).since(before)
-	b.ReportMetric(float64(d.cpu.Nanoseconds())/1e3/float64(b.N*costPartsBatch), "redis-µs/order")
+	b.ReportMetric(float64(d.cpu.Nanoseconds())/1e3/float64(b.N*orders), "redis-µs/order")
+	b.ReportMetric(float64(d.cpu.Nanoseconds())/1e3/float64(b.N), "redis-µs/call")
+}
+
+// BenchmarkGateCallSize reports Redis's CPU per gate.lua call and per
+// order for calls of 1 to 125 new buyers, one call at a time on a private
+// redis-server: a call's fixed part (a round trip, which costs Redis
+// about 20 µs of CPU on these machines, and the script's preamble and
+// writes once per batch) against what each order adds. It is what a
+// shard of a voucher of K shards pays when its calls carry 1/K of the
+// orders (BenchmarkServeShards, docs/benchmarks.md).
+//
+//	go test -run '^$' -bench GateCallSize -benchtime 3000x ./async/
+func BenchmarkGateCallSize(b *testing.B) {
+	gate, err := os.ReadFile("gate.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := testenv.StartRedis(b).Client(b)
+	for _, n := range []int{1, 4, 8, 16, 32, costPartsBatch} {
+		b.Run("orders="+strconv.Itoa(n), func(b *testing.B) { gateCostPart(b, c, string(gate), n) })
+	}
 }
 
 // consumeCostPart adds b.N batches of orders as entries of per orders,

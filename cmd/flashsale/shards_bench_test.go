@@ -57,7 +57,7 @@ func BenchmarkServeShards(b *testing.B) {
 		cases   []shardCase
 	}{
 		{6, []shardCase{{1, 64}, {3, 64}, {6, 64}}},
-		{4, []shardCase{{1, 64}, {4, 64}, {1, 16}}},
+		{4, []shardCase{{1, 64}, {4, 64}, {1, 16}, {1, 256}, {4, 256}}},
 		{3, []shardCase{{1, 64}, {3, 64}}},
 	} {
 		b.Run(fmt.Sprintf("masters=%d", tc.masters), func(b *testing.B) {
