@@ -45,7 +45,7 @@ func (q Queries) BuyerUnitsAndStock(ctx context.Context, voucherID, userID int64
 // limit ELimitReached, or EDuplicateOrder for a limit of 1. It counts a
 // live order among its voucher's (live_orders) and writes its
 // order.placed (or order.failed), unless it is PlaceOrder's insert, whose
-// decrement does both. It sets
+// decrement counts it and whose event a trigger writes. It sets
 // o.CreatedAt and o.UpdatedAt to now. It does not touch the stock.
 func (db *DB) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) error {
 	return db.Tx(ctx, func(tx *Tx) error { return tx.InsertOrder(ctx, o, limit) })
@@ -71,13 +71,18 @@ func (tx *Tx) InsertOrder(ctx context.Context, o *flashsale.Order, limit int) er
 		}
 	}
 	t := now()
-	id := "?"
-	if counted && tx.placedOnInsert() {
-		id = "(@flashsale_placed := ?)" // migration 00015's trigger writes its order.placed
+	id, marked := "?", counted && tx.placedOnInsert()
+	if marked {
+		// Migration 00015's trigger writes its order.placed; an integer,
+		// so that it compares exactly with ids near 2^62.
+		id = "(@flashsale_placed := CAST(? AS SIGNED))"
 	}
 	_, err := tx.w.ExecContext(ctx, `INSERT INTO orders (id, voucher_id, user_id, quantity, status, pay_by, idempotency_key, created_at, updated_at)
 		VALUES (`+id+`, ?, ?, ?, ?, ?, ?, ?, ?)`, o.ID, o.VoucherID, o.UserID, o.Units(), string(status),
 		nullTime(o.PayBy), nullString(o.IdempotencyKey), dbTime(t), dbTime(t))
+	if err != nil && marked {
+		tx.unmarkPlaced()
+	}
 	if isDuplicate(err) {
 		return tx.duplicate(ctx, o, err)
 	}

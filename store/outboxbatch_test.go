@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -132,33 +133,56 @@ func TestPlaceOrderCountsLiveOnce(t *testing.T) {
 // inserts after it: on MySQL by the trigger on its insert (migration
 // 00015), which answers to that one order, so neither a plain insert nor
 // a batch's multi-row insert after it, in its transaction or on its
-// connection, writes another; a PlaceOrder whose insert fails writes
-// none.
+// connection, writes another, and the decrement writes none; a
+// PlaceOrder whose insert fails writes none, and leaves nothing that
+// makes a later insert of that id write one. Ids near 2^62, as idgen's
+// are: two that differ by 1 must not be taken for one another.
 func TestPlacedEventOnceWhateverFollows(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, db *DB) {
+		const base = int64(1)<<62 + 10
 		createVoucher(t, db, 1, 10)
 		db.writer.SetMaxOpenConns(1) // one connection: the session variable's
+		place := func(o *flashsale.Order, limit int) error {
+			return db.Tx(t.Context(), func(tx *Tx) error {
+				if ok, err := tx.PlaceOrder(t.Context(), o, limit); err != nil || !ok {
+					return cmp.Or(err, errors.New("sold out"))
+				}
+				return nil
+			})
+		}
+		if err := place(&flashsale.Order{ID: base + 1, VoucherID: 1, UserID: 1, IdempotencyKey: "k"}, 2); err != nil {
+			t.Fatal(err)
+		}
 		err := db.Tx(t.Context(), func(tx *Tx) error {
-			if ok, err := tx.PlaceOrder(t.Context(), &flashsale.Order{ID: 1, VoucherID: 1, UserID: 1}, 1); err != nil || !ok {
+			if ok, err := tx.PlaceOrder(t.Context(), &flashsale.Order{ID: base + 2, VoucherID: 1, UserID: 2}, 1); err != nil || !ok {
 				return cmp.Or(err, errors.New("sold out"))
 			}
-			return tx.InsertOrder(t.Context(), &flashsale.Order{ID: 2, VoucherID: 1, UserID: 2, Status: flashsale.StatusFailed}, 1)
+			return tx.InsertOrder(t.Context(), &flashsale.Order{ID: base + 3, VoucherID: 1, UserID: 3, Status: flashsale.StatusFailed}, 1)
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = db.Tx(t.Context(), func(tx *Tx) error {
-			_, err := tx.PlaceOrder(t.Context(), &flashsale.Order{ID: 1, VoucherID: 1, UserID: 3}, 1)
-			return err
-		})
-		wantCode(t, err, flashsale.EDuplicateOrder)
-		if _, err := db.PersistOrders(t.Context(), []flashsale.Order{{ID: 4, VoucherID: 1, UserID: 4, Quantity: 1}, {ID: 5, VoucherID: 1, UserID: 5, Quantity: 1}}); err != nil {
+		// A new id whose insert fails (the buyer, under his limit of 2,
+		// reuses his key): its order.placed must not come with a later
+		// insert of that id.
+		err = place(&flashsale.Order{ID: base + 4, VoucherID: 1, UserID: 1, IdempotencyKey: "k"}, 2)
+		if !errors.Is(err, ErrKeyTaken) {
+			t.Fatalf("PlaceOrder with a taken key = %v; want ErrKeyTaken", err)
+		}
+		if _, err := db.PersistOrders(t.Context(), []flashsale.Order{{ID: base + 4, VoucherID: 1, UserID: 4, Quantity: 1}, {ID: base + 5, VoucherID: 1, UserID: 5, Quantity: 1}}); err != nil {
 			t.Fatal(err)
 		}
-		wantOutbox(t, db, "order.placed 1", "order.failed 2", "order.placed 4", "order.placed 5")
+		wantOutbox(t, db, fmt.Sprintf("order.placed %d", base+1), fmt.Sprintf("order.placed %d", base+2), fmt.Sprintf("order.failed %d", base+3),
+			fmt.Sprintf("order.placed %d", base+4), fmt.Sprintf("order.placed %d", base+5))
 		var rows int
-		if err := db.writer.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM outbox").Scan(&rows); err != nil || rows != 3 {
-			t.Fatalf("outbox rows = %d, %v; want 3: the placing, the failure, the batch", rows, err)
+		if err := db.writer.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM outbox").Scan(&rows); err != nil || rows != 4 {
+			t.Fatalf("outbox rows = %d, %v; want 4: two placings, the failure, the batch", rows, err)
+		}
+		if db.Dialect() == MySQL {
+			var placed string
+			if err := db.writer.QueryRowContext(t.Context(), "SELECT placed_orders FROM vouchers WHERE id = 1").Scan(&placed); err != nil || placed != string(appendIDs(nil, []int64{base + 4, base + 5})) {
+				t.Fatalf("placed_orders = %q, %v; want only the batch's: PlaceOrder's decrement writes none on MySQL", placed, err)
+			}
 		}
 	})
 }

@@ -102,10 +102,18 @@ func oneTriggerMigration(dialect string) *goose.Migration {
 // written inside the lock cost conditional and lock 5-15% of their
 // orders/s). PlaceOrder's INSERT names the order in the session variable
 // @flashsale_placed as it inserts it (InsertOrder); the trigger writes
-// the event of that order only, and clears the variable, so a batch's
-// multi-row INSERT, whose order.placed is the decrement's one row, writes
-// none. The event row is the decrement's of one order: same type, data
-// and count.
+// the event of that order only, so a batch's multi-row INSERT, whose
+// order.placed is the decrement's one row, writes none. The variable is
+// cleared once used (by the trigger, or by InsertOrder when the insert
+// failed), though an id is inserted once at most anyway. The event row
+// is the decrement's of one order: same type, data and count. Its id,
+// and its occurred_at, are taken at the insert, before the wait for the
+// voucher's row: the sequencer orders rows as they commit (events.go),
+// so an order.placed may come before the voucher.restocked of the
+// cancel that gave back its unit — events of two keys, between which no
+// order is promised (docs/events.md). Migrate down only after every
+// instance runs a version without this migration: a newer one writes
+// PlaceOrder's event only through this trigger.
 
 // placedOnInsertVersion is the migration's version.
 const placedOnInsertVersion = 15

@@ -149,6 +149,14 @@ func (tx *Tx) placedData(ids []int64) string {
 // order.placed (migration 00015, MySQL), not its decrement.
 func (tx *Tx) placedOnInsert() bool { return !tx.noOutbox && tx.dialect == MySQL }
 
+// unmarkPlaced clears the session variable of migration 00015 after
+// PlaceOrder's insert failed: the trigger that clears it did not run, and
+// the connection goes back to the pool. Its error is the connection's,
+// which the pool then drops with the variable.
+func (tx *Tx) unmarkPlaced() {
+	_, _ = tx.w.ExecContext(context.Background(), "SET @flashsale_placed = NULL")
+}
+
 // PlaceOrder stores o as a new order, as InsertOrder does (created, or
 // awaiting payment with a PayBy), and then takes its units from its
 // voucher's remaining stock if that many are left, as DecrementRemaining

@@ -66,7 +66,7 @@ type Tx struct {
 	events   outboxRows
 	noOutbox bool
 	// liveCounted are the orders PlaceOrder inserts, whose decrement
-	// counts them live and writes their order.placed.
+	// counts them live and whose order.placed a trigger writes.
 	liveCounted map[int64]bool
 }
 

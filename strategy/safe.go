@@ -72,7 +72,7 @@ func (s *base) take(ctx context.Context, tx *store.Tx, v *flashsale.Voucher, o *
 	}
 	// The order's writes first, the voucher's row last (PlaceOrder): every
 	// buyer waits for that row, and it is held only by its decrement, which
-	// also counts the order live and writes its order.placed, and COMMIT.
+	// also counts the order live, and COMMIT.
 	ok, err := tx.PlaceOrder(ctx, o, v.BuyerLimit())
 	if err != nil {
 		return err
