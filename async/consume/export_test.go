@@ -36,9 +36,3 @@ func NewWorker(c *Consumer, voucherID int64, vk layout.VoucherKeys) *Worker {
 func (w *Worker) Handle(ctx context.Context, entries []rueidis.XRangeEntry) error {
 	return w.w.handle(ctx, entries, nil, false)
 }
-
-// Handle has a new worker of c persist entries of the voucher's keys vk
-// as one delivered batch.
-func Handle(ctx context.Context, c *Consumer, voucherID int64, vk layout.VoucherKeys, entries []rueidis.XRangeEntry) error {
-	return NewWorker(c, voucherID, vk).Handle(ctx, entries)
-}

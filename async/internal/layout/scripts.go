@@ -197,9 +197,9 @@ func Ack(ctx context.Context, client rueidis.Client, vk VoucherKeys, group strin
 	triple := func(o flashsale.Order) {
 		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10), strconv.Itoa(o.Units()))
 	}
-	for _, e := range entries {
-		for _, o := range e.Persisted {
-			if !lean {
+	if !lean {
+		for _, e := range entries {
+			for _, o := range e.Persisted {
 				triple(o)
 			}
 		}
