@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// TestSaleWithAPaymentWindow runs sales with a one-second payment window
-// on real instances (MySQL, Redis, two instances each with its expirer):
+// TestSaleWithAPaymentWindow runs sales with a two-second payment window
+// (with one second, a loaded machine once answered every cancel of a
+// conditional sale past its order's pay_by) on real instances (MySQL, Redis, two instances each with its expirer):
 // buyers pay, cancel or abandon their orders, the buyers without one keep
 // trying, and every unit ends paid, the cancelled and expired ones resold,
 // none paid after close.
@@ -28,7 +29,7 @@ func TestSaleWithAPaymentWindow(t *testing.T) {
 			s := newShop(t, tt.strategy, 2)
 			sale := s.sale(tt.strategy, 12, 60, 120)
 			sale.Shards, sale.QuantityMax, sale.LimitPerBuyer = tt.shards, tt.quantity, tt.lim
-			sale.PaymentWindow, sale.PayRatio, sale.CancelRatio, sale.SaleDuration = time.Second, 0.6, 0.2, time.Minute
+			sale.PaymentWindow, sale.PayRatio, sale.CancelRatio, sale.SaleDuration = 2*time.Second, 0.6, 0.2, time.Minute
 			row, err := sale.Run(context.Background())
 			if err != nil {
 				t.Fatal(err)

@@ -55,8 +55,10 @@ func (r *saleRig) pendingOn(consumer string) (int, error) {
 // (it waits 60 s at most), every accepted order is in MySQL once.
 func TestFaultInstanceKilledHoldingOrders(t *testing.T) {
 	r := newSaleRig(t, testenv.MySQLURL(t))
-	// Small batches: the consumers hold some entries most of the time.
-	flags := []string{"--strategy", "async", "--claim-idle", "10m", "--batch", "5"}
+	// Transactions of one order: an entry (a gate batch of many orders)
+	// takes as many transactions, so the consumers hold some entries most
+	// of the time, and b holds some whenever it is looked at.
+	flags := []string{"--strategy", "async", "--claim-idle", "10m", "--batch", "1"}
 	a := r.serveWith(append(flags, "--consumer-name", "a")...)
 	b := r.serveWith(append(flags, "--consumer-name", "b")...)
 	r.createVoucher(a.URL)
