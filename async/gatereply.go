@@ -53,8 +53,13 @@ func parseGateReplies(res []rueidis.RedisMessage, units []int64) ([]gateReply, e
 	}
 	if code != gateAccepted { // the whole batch: not loaded, not started, ended
 		one := gateReply{code: code}
-		if code == gateNotStarted && len(res) > 1 {
-			one.n, err = res[1].AsInt64()
+		if code == gateNotStarted {
+			if len(res) != 2 {
+				return nil, fmt.Errorf("async: gate answered %v: not started without its wait", res)
+			}
+			if one.n, err = res[1].AsInt64(); err != nil {
+				return nil, fmt.Errorf("async: gate answered %v: %w", res, err)
+			}
 		}
 		out := make([]gateReply, len(units))
 		for i := range out {

@@ -210,7 +210,7 @@ func TestShardedQuantityNeverUndersells(t *testing.T) {
 	if sold.Load() != stock {
 		t.Fatalf("%d units sold of %d", sold.Load(), stock)
 	}
-	st, err := async.ReadState(ctx, e.Client, e.Prefix, v.ID)
+	st, err := async.AuditState(ctx, e.Client, e.Prefix, v.ID) // a limit of 5: Held counted
 	if err != nil || st.Stock != 0 || st.Held != stock {
 		t.Fatalf("Redis: %+v, %v; want nothing left, %d held", st, err, stock)
 	}

@@ -124,8 +124,8 @@ func (s *Service) askGate(ctx context.Context, l *local, req flashsale.OrderRequ
 			return nil, busy()
 		}
 		// The gate may have run and accepted the order, its reply lost:
-		// then no pointer is written, and the order the buyer's retry is
-		// refused with is found by id only once it is persisted.
+		// its pointer was written in the same script, so the buyer's
+		// retry is refused with an order that GET finds by id.
 		return nil, unavailable("gate", err)
 	}
 	o, err := s.decodeGateReply(ctx, l, c.reply, req, orderID, 0, c.seen, notices)

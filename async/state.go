@@ -26,20 +26,36 @@ type State struct {
 	Loaded              bool
 	Stock, InitialStock int
 	// Held is the units the buyers' live orders hold (the buyers, while
-	// every order is of one unit); DeadLetters counts the orders that can
-	// never be persisted.
+	// every order is of one unit): from ReadState, -1 with a limit per
+	// buyer above 1 (see AuditState). DeadLetters counts the orders that
+	// can never be persisted.
 	Held, DeadLetters int
 }
 
 // ReadState reads a voucher's State from Redis, each shard in one
-// consistent step.
+// consistent step, in a time that does not grow with the voucher's
+// buyers or backlog: for periodic readers (the metrics sampler, the
+// waiting room's admission). Held is counted with a limit of 1 only
+// (HLEN), and -1 above it.
 func ReadState(ctx context.Context, client rueidis.Client, prefix string, voucherID int64) (State, error) {
+	return readState(ctx, client, prefix, voucherID, layout.QuickHeld)
+}
+
+// AuditState is ReadState with Held counted whatever the limit: it reads
+// every buyer of a voucher whose limit is above 1, so it is for audits
+// (the load lab's), never for anything periodic.
+func AuditState(ctx context.Context, client rueidis.Client, prefix string, voucherID int64) (State, error) {
+	return readState(ctx, client, prefix, voucherID, layout.CountHeld)
+}
+
+// readState is ReadState, counting Held as held says.
+func readState(ctx context.Context, client rueidis.Client, prefix string, voucherID int64, held layout.Held) (State, error) {
 	keys := layout.New(prefix)
 	shards, err := layout.ShardCount(ctx, client, keys, voucherID)
 	if err != nil {
 		return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
 	}
-	snap, err := layout.ReadSnapshot(ctx, client, keys, voucherID, shards)
+	snap, err := layout.ReadSnapshot(ctx, client, keys, voucherID, shards, held)
 	if err != nil {
 		return State{}, fmt.Errorf("async: state of voucher %d: %w", voucherID, err)
 	}

@@ -100,7 +100,7 @@ func (s *Service) FindVoucher(ctx context.Context, id int64) (*flashsale.Voucher
 	if err != nil {
 		return nil, err
 	}
-	snap, err := layout.ReadSnapshot(ctx, s.client, s.keys, id, v.ShardCount())
+	snap, err := layout.ReadSnapshot(ctx, s.client, s.keys, id, v.ShardCount(), layout.QuickHeld)
 	if err != nil {
 		return nil, unavailable(fmt.Sprintf("find voucher %d", id), err)
 	}
@@ -124,14 +124,14 @@ func (s *Service) FindVouchers(ctx context.Context, before int64, limit int) ([]
 	for i, v := range vs {
 		vks[i] = s.keys.Voucher(v.ID)
 	}
-	snaps, err := layout.ReadSnapshots(ctx, s.client, vks)
+	snaps, err := layout.ReadSnapshots(ctx, s.client, vks, layout.QuickHeld)
 	if err != nil {
 		return nil, unavailable("find vouchers", err)
 	}
 	for i, v := range vs {
 		snap := snaps[i]
 		if v.ShardCount() > 1 { // a few more round trips: the sums over its shards
-			if snap, err = layout.ReadSnapshot(ctx, s.client, s.keys, v.ID, v.ShardCount()); err != nil {
+			if snap, err = layout.ReadSnapshot(ctx, s.client, s.keys, v.ID, v.ShardCount(), layout.QuickHeld); err != nil {
 				return nil, unavailable("find vouchers", err)
 			}
 		}

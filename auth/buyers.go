@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"fmt"
+	"strconv"
 )
 
 // BuyerBase is the first buyer id of a provider's subject: the id of
@@ -22,6 +23,9 @@ type BuyerStore interface {
 	// yet: the same on every later call and from every process, durable
 	// when it returns. Two pairs that differ in a byte have two numbers.
 	BuyerNumbers(ctx context.Context, issuer string, subjects []string) ([]int64, error)
+	// BuyerSubject returns the pair BuyerNumbers numbered n; an error
+	// whose flashsale code is ENotFound when none was.
+	BuyerSubject(ctx context.Context, n int64) (issuer, subject string, err error)
 }
 
 // buyers maps a provider's subjects to buyer ids: from the subject cache
@@ -61,6 +65,19 @@ func (a *Authenticator) Buyer(ctx context.Context, issuer, subject string) (int6
 		return 0, err
 	}
 	return a.oidc.buyers.id(ctx, issuer, subject)
+}
+
+// Subject returns who buyer id is, as the shop knows the buyer: for an
+// identity provider's buyer (id from BuyerBase, with a provider in use)
+// the issuer and subject of its tokens, read from the store (ENotFound
+// for an id never given); for any other id, an HS256 token's buyer, an
+// empty issuer and the id itself as the subject. Events and orders carry
+// buyer ids; this maps them back.
+func (a *Authenticator) Subject(ctx context.Context, id int64) (issuer, subject string, err error) {
+	if a.oidc == nil || id < BuyerBase {
+		return "", strconv.FormatInt(id, 10), nil
+	}
+	return a.oidc.buyers.new.store.BuyerSubject(ctx, id-BuyerBase)
 }
 
 // Errors of Buyer.

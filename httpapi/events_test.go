@@ -82,6 +82,13 @@ func TestWebhookRegistry(t *testing.T) {
 	if api.do("GET", "/api/webhooks", adminToken, "", &list); len(list.Webhooks) != 1 || list.Webhooks[0].Secret != "" || list.Webhooks[0].URL != hook.URL {
 		t.Fatalf("list: %+v", list)
 	}
+	var all map[string]any // no events: every type, answered as [] (never null)
+	if res := api.do("POST", "/api/webhooks", adminToken, `{"url": "http://127.0.0.1:9/all"}`, &all); res.StatusCode != 201 {
+		t.Fatalf("create for every type: %d", res.StatusCode)
+	}
+	if events, ok := all["events"].([]any); !ok || len(events) != 0 {
+		t.Fatalf("create for every type: events %#v, want []", all["events"])
+	}
 	path := fmt.Sprintf("/api/webhooks/%d", hook.ID)
 	if res := api.do("DELETE", path, adminToken, "", nil); res.StatusCode != 204 {
 		t.Fatalf("delete: %d", res.StatusCode)

@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -99,6 +100,29 @@ func testProviderBuyers(t *testing.T, strategyName string) {
 		t.Fatalf("alice reads her order: %+v", got)
 	}
 	wantRefusal(t, api.get(token(keys[0], "auth0|bob"), first.OrderID), http.StatusNotFound, flashsale.ENotFound)
+	// The admin maps buyer ids back to subjects (orders and events carry
+	// the ids): alice's and the provider's "5" are the provider's, HS256's
+	// 5 is itself; an id never given is not found, and a user may not ask.
+	for _, c := range []struct{ order, issuer, subject string }{{first.OrderID, issuer, "auth0|alice"}, {five.OrderID, issuer, "5"}, {hs5.OrderID, "", "5"}} {
+		o := api.get(adminToken, c.order)
+		var b struct {
+			UserID  string `json:"user_id"`
+			Issuer  string `json:"issuer"`
+			Subject string `json:"subject"`
+		}
+		res, data := api.raw("GET", "/api/buyers/"+o.UserID, adminToken, "")
+		if err := json.Unmarshal(data, &b); res.StatusCode != http.StatusOK || err != nil || b.UserID != o.UserID || b.Issuer != c.issuer || b.Subject != c.subject {
+			t.Fatalf("GET /api/buyers/%s: %d %s; want issuer %q, subject %q", o.UserID, res.StatusCode, data, c.issuer, c.subject)
+		}
+	}
+	for path, want := range map[string]int{"/api/buyers/" + strconv.FormatInt(auth.BuyerBase+1_000_000, 10): http.StatusNotFound, "/api/buyers/x": http.StatusBadRequest} {
+		if res, data := api.raw("GET", path, adminToken, ""); res.StatusCode != want {
+			t.Fatalf("GET %s: %d %s; want %d", path, res.StatusCode, data, want)
+		}
+	}
+	if res, _ := api.raw("GET", "/api/buyers/5", token(keys[0], "auth0|alice"), ""); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("a buyer's GET /api/buyers: %d; want 403", res.StatusCode)
+	}
 	// A key the provider does not publish.
 	wantRefusal(t, api.order(token(rs, "auth0|carol"), vid, ""), http.StatusUnauthorized, flashsale.EUnauthorized)
 	// Mallory denied by her subject before she ever signed in.

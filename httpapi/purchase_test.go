@@ -42,6 +42,7 @@ func (api *testAPI) createSale(stock int, more string) string {
 type answer struct {
 	Code     int    `json:"-"` // the HTTP status
 	OrderID  string `json:"order_id"`
+	UserID   string `json:"user_id"`
 	Quantity int    `json:"quantity"`
 	Status   string `json:"status"`
 	PayBy    string `json:"pay_by"`

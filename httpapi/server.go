@@ -113,6 +113,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/vouchers/{id}/queue/{ticket}", s.pollQueue},
 		{"PUT", "/api/denylist", s.putDenyList},
 		{"GET", "/api/denylist", s.getDenyList},
+		{"GET", "/api/buyers/{id}", s.getBuyer},
 		{"GET", "/api/events", s.listEvents},
 		{"POST", "/api/webhooks", s.createWebhook},
 		{"GET", "/api/webhooks", s.listWebhooks},

@@ -158,7 +158,7 @@ func NewAuditor(db *store.DB, redis rueidis.Client, prefix string) *Auditor {
 // readRedis reads what Redis holds for an async voucher; not loaded for a synchronous strategy's voucher,
 // whose stock is not kept in Redis.
 func (a *Auditor) readRedis(ctx context.Context, voucherID int64) (async.State, error) {
-	st, err := async.ReadState(ctx, a.redis, a.prefix, voucherID)
+	st, err := async.AuditState(ctx, a.redis, a.prefix, voucherID)
 	if err != nil {
 		return st, fmt.Errorf("lab: %w", err)
 	}

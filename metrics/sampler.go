@@ -296,7 +296,9 @@ func (s *Sampler) voucher(ctx context.Context, v *VoucherSample, open bool) erro
 	if st.Loaded {
 		stock, dead := st.Stock, st.DeadLetters
 		v.RemainingRedis, v.DeadLetters = &stock, &dead
-		v.Oversold = max(v.Oversold, st.Held-st.InitialStock)
+		if st.Held >= 0 { // counted: a limit of 1 (HLEN)
+			v.Oversold = max(v.Oversold, st.Held-st.InitialStock)
+		}
 		drift := stock - row.Remaining
 		if v.Backlog != nil {
 			drift += int(*v.Backlog)

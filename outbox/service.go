@@ -71,6 +71,9 @@ func (s *Service) CreateWebhook(ctx context.Context, rawURL string, types []flas
 		}
 	}
 	types = slices.Compact(slices.Sorted(slices.Values(types)))
+	if types == nil {
+		types = []flashsale.EventType{} // every type: shown as [], never null
+	}
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	w := &flashsale.Webhook{ID: int64(binary.BigEndian.Uint64(b[:8]) >> 12), URL: rawURL, Events: types,

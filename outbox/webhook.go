@@ -146,10 +146,28 @@ func (s *Webhook) post(ctx context.Context, id string, body []byte) error {
 		return errDisabled
 	}
 	err = fmt.Errorf("outbox: webhook %d answered %s", s.hook.ID, resp.Status)
-	if secs, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && secs > 0 && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) {
-		return &RetryAfterError{Err: err, After: time.Duration(secs) * time.Second}
+	if after, ok := retryAfter(resp.Header.Get("Retry-After"), now); ok && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) {
+		return &RetryAfterError{Err: err, After: after}
 	}
 	return err
+}
+
+// retryAfter reads a Retry-After header at now, in either form RFC 9110
+// allows: delay-seconds or an HTTP-date; false when absent, malformed or
+// not in the future.
+func retryAfter(h string, now time.Time) (time.Duration, bool) {
+	if h == "" {
+		return 0, false
+	}
+	if secs, err := strconv.Atoi(h); err == nil {
+		return time.Duration(secs) * time.Second, secs > 0
+	}
+	at, err := http.ParseTime(h)
+	if err != nil {
+		return 0, false
+	}
+	d := at.Sub(now)
+	return d, d > 0
 }
 
 // Backoff implements backoffer: doubling from a second to an hour, with

@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/flashsale/flashsale"
 )
 
 // BuyerNumber returns the number of an identity provider's (issuer,
@@ -18,6 +21,16 @@ func (db *DB) BuyerNumber(ctx context.Context, issuer, subject string) (int64, e
 		return 0, err
 	}
 	return ids[0], nil
+}
+
+// BuyerSubject returns the (issuer, subject) BuyerNumbers numbered n:
+// ENotFound when none was.
+func (db *DB) BuyerSubject(ctx context.Context, n int64) (issuer, subject string, err error) {
+	err = db.r.QueryRowContext(ctx, "SELECT issuer, subject FROM buyer_subjects WHERE id = ?", n).Scan(&issuer, &subject)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", flashsale.Errorf(flashsale.ENotFound, "no buyer numbered %d", n)
+	}
+	return issuer, subject, wrap("read a buyer's subject", err)
 }
 
 // MaxBuyerBatch is the most subjects one BuyerNumbers call takes.

@@ -70,7 +70,7 @@ func (r *Reconciler) readShardsOf(ctx context.Context, v *flashsale.Voucher, rep
 			rep.Moved += n
 		}
 	}
-	snap, err := layout.ReadSnapshot(ctx, r.client, r.keys, id, len(shards))
+	snap, err := layout.ReadSnapshot(ctx, r.client, r.keys, id, len(shards), layout.CountHeld) // it reads every buyer anyway
 	if err != nil || !snap.Loaded {
 		return shards, nil, err
 	}

@@ -24,7 +24,7 @@ func (e *Env) Snapshot(voucherID int64) (stock, initial, buyers int64) {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	s, err := layout.ReadSnapshot(ctx, e.Client, e.Keys, voucherID, n)
+	s, err := layout.ReadSnapshot(ctx, e.Client, e.Keys, voucherID, n, layout.CountHeld)
 	if err != nil || !s.Loaded {
 		e.T.Fatalf("snapshot of voucher %d: %+v %v", voucherID, s, err)
 	}

@@ -54,6 +54,22 @@ func readAndAck(t testing.TB, c rueidis.Client, vk VoucherKeys, n, acked int) {
 	}
 }
 
+// commandsRun returns the commands run (calls by name) on c's private
+// server while run ran, but for this test's own and the client's
+// (keepalive, a new connection).
+func commandsRun(t testing.TB, c rueidis.Client, run func()) map[string]int {
+	t.Helper()
+	if err := c.Do(context.Background(), c.B().ConfigResetstat().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	n := testenv.CommandCalls(t, c)
+	for _, own := range []string{"config", "info", "ping", "hello", "client"} {
+		delete(n, own)
+	}
+	return n
+}
+
 // TestBacklogCostDoesNotGrow builds a backlog of 100,000 orders with no
 // consumer reading (the outage case: the group has read nothing), then one
 // a consumer read part of and acknowledged part of, and checks that the
@@ -74,20 +90,14 @@ func TestBacklogCostDoesNotGrow(t *testing.T) {
 		if _, _, _, err := StreamBacklog(ctx, c, vk, DefaultGroup); err != nil { // loads the script
 			t.Fatal(err)
 		}
-		if err := c.Do(ctx, c.B().ConfigResetstat().Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-		for range 10 {
-			got, _, ended, err := StreamBacklog(ctx, c, vk, DefaultGroup)
-			if err != nil || got != want || ended {
-				t.Fatalf("StreamBacklog of %s = %d, %v, %v; want %d, false", vk.Body, got, ended, err, want)
+		return commandsRun(t, c, func() {
+			for range 10 {
+				got, _, ended, err := StreamBacklog(ctx, c, vk, DefaultGroup)
+				if err != nil || got != want || ended {
+					t.Fatalf("StreamBacklog of %s = %d, %v, %v; want %d, false", vk.Body, got, ended, err, want)
+				}
 			}
-		}
-		n := testenv.CommandCalls(t, c)
-		for _, own := range []string{"config", "info", "ping", "hello", "client"} {
-			delete(n, own) // this test's and the client's (keepalive, a new connection)
-		}
-		return n
+		})
 	}
 	same := func(what string, a, b map[string]int) {
 		t.Helper()

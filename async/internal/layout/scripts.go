@@ -36,15 +36,32 @@ var (
 type Snapshot struct {
 	Loaded bool // false: not in Redis, the rest is zero
 	// Held is the units the buyers' live orders hold, Orders those
-	// orders.
+	// orders. Held is -1 when it was not counted (a limit above 1,
+	// without CountHeld).
 	Stock, InitialStock, Held, Orders int
 }
 
+// Held says whether ReadSnapshots counts the units every buyer holds.
+type Held bool
+
+const (
+	// QuickHeld reads in O(1): Held is the buyers (HLEN) with a limit of
+	// 1, and -1 above it. For everything periodic or per request.
+	QuickHeld Held = false
+	// CountHeld sums every buyer's units above a limit of 1: O(buyers),
+	// for audits.
+	CountHeld Held = true
+)
+
 // ReadSnapshots reads the snapshot of each set of keys, in one round trip.
-func ReadSnapshots(ctx context.Context, client rueidis.Client, vks []VoucherKeys) ([]Snapshot, error) {
+func ReadSnapshots(ctx context.Context, client rueidis.Client, vks []VoucherKeys, held Held) ([]Snapshot, error) {
+	args := []string{"quick"}
+	if held == CountHeld {
+		args = []string{"count"}
+	}
 	execs := make([]rueidis.LuaExec, len(vks))
 	for i, vk := range vks {
-		execs[i] = rueidis.LuaExec{Keys: []string{vk.Meta, vk.Buyers}}
+		execs[i] = rueidis.LuaExec{Keys: []string{vk.Meta, vk.Buyers}, Args: args}
 	}
 	out := make([]Snapshot, len(vks))
 	for i, res := range snapshotScript.ExecMulti(ctx, client, execs...) {
@@ -63,9 +80,10 @@ func ReadSnapshots(ctx context.Context, client rueidis.Client, vks []VoucherKeys
 
 // ReadSnapshot reads a voucher's live figures, summed over its shards when
 // it has several: their stock and initial stock each plus the units in
-// journals (moving between two shards), and their buyers. A sharded
-// voucher is loaded only if every shard is.
-func ReadSnapshot(ctx context.Context, client rueidis.Client, k Keyspace, voucherID int64, shards int) (Snapshot, error) {
+// journals (moving between two shards), and their buyers (Held -1 if a
+// shard's was not counted). A sharded voucher is loaded only if every
+// shard is.
+func ReadSnapshot(ctx context.Context, client rueidis.Client, k Keyspace, voucherID int64, shards int, held Held) (Snapshot, error) {
 	vks := k.Shards(voucherID, shards)
 	var st []ShardState
 	if len(vks) > 1 {
@@ -74,7 +92,7 @@ func ReadSnapshot(ctx context.Context, client rueidis.Client, k Keyspace, vouche
 			return Snapshot{}, err
 		}
 	}
-	snaps, err := ReadSnapshots(ctx, client, vks)
+	snaps, err := ReadSnapshots(ctx, client, vks, held)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -89,7 +107,11 @@ func ReadSnapshot(ctx context.Context, client rueidis.Client, k Keyspace, vouche
 		}
 		sum.Stock += s.Stock + moving
 		sum.InitialStock += s.InitialStock + moving
-		sum.Held += s.Held
+		if sum.Held < 0 || s.Held < 0 {
+			sum.Held = -1 // not counted
+		} else {
+			sum.Held += s.Held
+		}
 		sum.Orders += s.Orders
 	}
 	return sum, nil

@@ -4,6 +4,10 @@
 -- instant.
 --
 -- KEYS[1] meta hash, KEYS[2] buyers hash
+-- ARGV[1] "count": with a limit above 1, sum the units of every buyer
+--         (O(buyers): audits only); otherwise held is -1 there, and the
+--         read is O(1) whatever the buyers and the backlog (the periodic
+--         readers and GET of a voucher: issue 34)
 --
 -- Returns {stock, initial, held, orders}, or {} when the voucher is not
 -- loaded.
@@ -16,6 +20,9 @@ end
 if (tonumber(m[3]) or 1) == 1 then
   local buyers = redis.call('HLEN', KEYS[2])
   return {tonumber(m[1]), tonumber(m[2]), buyers, buyers}
+end
+if ARGV[1] ~= 'count' then
+  return {tonumber(m[1]), tonumber(m[2]), -1, tonumber(m[4]) or 0}
 end
 local held = 0
 for _, v in ipairs(redis.call('HVALS', KEYS[2])) do

@@ -66,7 +66,8 @@ func BuyerValue(units int64, latest string) string {
 	return strconv.FormatInt(units, 10) + ":" + latest
 }
 
-// ParseBuyer reads a buyer's record; the older form, an order id alone,
+// ParseBuyer reads a buyer's record; an order id alone (what gate.lua
+// writes for a new buyer under a limit of 1: one HSETNX, no string built)
 // is one unit.
 func ParseBuyer(v string) (units int64, latest string) {
 	u, order, ok := strings.Cut(v, ":")
