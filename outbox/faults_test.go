@@ -1,8 +1,8 @@
 package outbox_test
 
 import (
+	"net/http"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,12 +57,14 @@ func readStream(t *testing.T, url, stream string, want int, within time.Duration
 	return audit
 }
 
-// faultRig is two relay processes on a database and a private NATS.
+// faultRig is two relay processes on a database, relaying to a private
+// NATS and to a webhook endpoint.
 type faultRig struct {
 	db     *store.DB
 	nats   *testenv.NATSServer
 	stream string
 	procs  *relayProcs
+	hook   *receiver
 }
 
 func newFaultRig(t *testing.T, dbURL string) *faultRig {
@@ -77,19 +79,18 @@ func newFaultRig(t *testing.T, dbURL string) *faultRig {
 	if _, err := outbox.NewNATS(t.Context(), nc, subject, stream); err != nil {
 		t.Fatal(err)
 	}
-	procs := &relayProcs{t: t, spec: relaySpec{DB: dbURL, NATS: ns.URL(), Subject: subject, Stream: stream}, procs: map[string]*exec.Cmd{}}
+	hook := newReceiver(t, func() (int, string) { return http.StatusOK, "" })
+	hook.register(&outbox.Service{DB: db})
+	procs := &relayProcs{t: t, spec: relaySpec{DB: dbURL, NATS: ns.URL(), Subject: subject, Stream: stream, Webhooks: true}, procs: map[string]*exec.Cmd{}}
 	procs.start()
 	procs.start()
-	t.Cleanup(func() {
-		for owner := range procs.procs {
-			procs.kill(owner, syscall.SIGTERM)
-		}
-	})
-	return &faultRig{db: db, nats: ns, stream: stream, procs: procs}
+	procs.stopAll()
+	return &faultRig{db: db, nats: ns, stream: stream, procs: procs, hook: hook}
 }
 
-// check waits until the stream holds every event of the outbox, and
-// audits it: none missing, none out of order per order.
+// check waits until the stream and the webhook endpoint hold every event
+// of the outbox, and audits both: none missing, none out of order per
+// order.
 func (r *faultRig) check(t *testing.T) {
 	t.Helper()
 	want := allEvents(t, r.db)
@@ -102,6 +103,7 @@ func (r *faultRig) check(t *testing.T) {
 		t.Fatalf("%d events out of order: %v", len(rep.OutOfOrder), rep.OutOfOrder[:min(5, len(rep.OutOfOrder))])
 	}
 	t.Logf("%d events in the stream, %d duplicates", rep.Received, rep.Duplicates)
+	waitDelivered(t, r.db, r.hook.audit, time.Minute)
 }
 
 // natsOutage is how long TestRelayNATSStoppedDuringSale keeps NATS down.

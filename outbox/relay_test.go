@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -26,6 +27,9 @@ const relayEnv = "FLASHSALE_TEST_RELAY"
 
 type relaySpec struct {
 	DB, NATS, Subject, Stream, Owner string
+	// Webhooks: the process relays the registered webhooks too; NATS
+	// "": no NATS sink.
+	Webhooks bool
 }
 
 func TestMain(m *testing.M) {
@@ -35,7 +39,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runRelay is a relay process: it relays to NATS until SIGTERM.
+// runRelay is a relay process: it relays to NATS and the webhooks, as
+// its spec says, until SIGTERM.
 func runRelay(specJSON string) int {
 	var spec relaySpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
@@ -50,18 +55,21 @@ func runRelay(specJSON string) int {
 		return 1
 	}
 	defer db.Close()
-	nc, err := nats.Connect(spec.NATS, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	r := &outbox.Relay{DB: db, Owner: spec.Owner, Lease: time.Second, Batch: 200, Webhooks: spec.Webhooks}
+	if spec.NATS != "" {
+		nc, err := nats.Connect(spec.NATS, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer nc.Close()
+		sink, err := outbox.NewNATS(ctx, nc, spec.Subject, spec.Stream)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		r.Sinks = []outbox.Sink{sink}
 	}
-	defer nc.Close()
-	sink, err := outbox.NewNATS(ctx, nc, spec.Subject, spec.Stream)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	r := &outbox.Relay{DB: db, Sinks: []outbox.Sink{sink}, Owner: spec.Owner, Lease: time.Second, Batch: 200}
 	r.Run(ctx)
 	return 0
 }
@@ -88,6 +96,15 @@ func (p *relayProcs) start() string {
 	}
 	p.procs[spec.Owner] = cmd
 	return spec.Owner
+}
+
+// stopAll stops every process (SIGTERM) when the test ends.
+func (p *relayProcs) stopAll() {
+	p.t.Cleanup(func() {
+		for owner := range p.procs {
+			p.kill(owner, syscall.SIGTERM)
+		}
+	})
 }
 
 // kill sends sig to the owner's process and waits for it.
@@ -204,23 +221,22 @@ func waitDelivered(t *testing.T, db *store.DB, audit *outbox.Audit, within time.
 }
 
 // TestRelayProcessesSIGKILLedMidBatch: three relay processes share one
-// NATS sink while orders are placed, paid and cancelled; the one holding
-// the cursor is SIGKILLed while it relays, and another started. Every
-// event reaches the stream, none of an order out of order, and the
-// duplicates are few (JetStream drops republishes by Nats-Msg-Id).
+// NATS sink and a webhook endpoint while orders are placed, paid and
+// cancelled; the one holding the NATS cursor is SIGKILLed while it
+// relays, and another started. Every event reaches the stream and the
+// endpoint, none of an order out of order, and the stream's duplicates
+// are few (JetStream drops republishes by Nats-Msg-Id).
 func TestRelayProcessesSIGKILLedMidBatch(t *testing.T) {
 	url := testenv.MySQLURL(t)
 	db, sink, audit := natsRig(t, url)
+	hook := newReceiver(t, func() (int, string) { return http.StatusOK, "" })
+	hook.register(&outbox.Service{DB: db})
 	subject, stream := sink.Subject(), sink.Stream()
-	procs := &relayProcs{t: t, spec: relaySpec{DB: url, NATS: testenv.NATSURL(), Subject: subject, Stream: stream}, procs: map[string]*exec.Cmd{}}
+	procs := &relayProcs{t: t, spec: relaySpec{DB: url, NATS: testenv.NATSURL(), Subject: subject, Stream: stream, Webhooks: true}, procs: map[string]*exec.Cmd{}}
 	for range 3 {
 		procs.start()
 	}
-	defer func() {
-		for owner := range procs.procs {
-			procs.kill(owner, syscall.SIGTERM)
-		}
-	}()
+	procs.stopAll()
 	killed := 0
 	sellAndSettle(t, db, 3000, 14, func() {
 		// Kill whoever relays now, while events flow.
@@ -236,6 +252,7 @@ func TestRelayProcessesSIGKILLedMidBatch(t *testing.T) {
 	if killed != 1 || r.Duplicates > 200*killed {
 		t.Errorf("%d duplicates after %d kills, want at most one batch's (200) per kill", r.Duplicates, killed)
 	}
+	waitDelivered(t, db, hook.audit, 2*time.Minute) // the endpoint's duplicates logged: at least once
 }
 
 // natsRig opens the database at url, and a NATS sink of a stream of the

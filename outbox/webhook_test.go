@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -95,9 +96,10 @@ const webhookOutage = time.Minute
 // TestWebhookFailingThenOK: one endpoint answers 500 for a minute (and
 // Retry-After on some answers), then 200; another answers 200 all along
 // and gets every event meanwhile, not held up by the first. Both end with
-// every event, in order per order, signed.
+// every event, in order per order, signed. Two relay processes deliver.
 func TestWebhookFailingThenOK(t *testing.T) {
-	db := openStore(t)
+	url := testenv.MySQLURL(t)
+	db := openStoreAt(t, url)
 	svc := &outbox.Service{DB: db}
 	start := time.Now()
 	var calls atomic.Int64
@@ -113,7 +115,10 @@ func TestWebhookFailingThenOK(t *testing.T) {
 	healthy := newReceiver(t, func() (int, string) { return http.StatusNoContent, "" })
 	failingID := failing.register(svc)
 	healthy.register(svc)
-	runWebhookRelay(t, db, 24*time.Hour)
+	procs := &relayProcs{t: t, spec: relaySpec{DB: url, Webhooks: true}, procs: map[string]*exec.Cmd{}}
+	procs.start()
+	procs.start()
+	procs.stopAll()
 	sellAndSettle(t, db, 300, -1, func() {})
 	waitDelivered(t, db, healthy.audit, 30*time.Second)
 	if time.Since(start) < webhookOutage/2 && failing.audit.Report().Received > 0 {
@@ -180,7 +185,13 @@ func TestWebhookGoneAndDeadLetters(t *testing.T) {
 // openStore opens a new MySQL database for the test.
 func openStore(t *testing.T) *store.DB {
 	t.Helper()
-	db, err := store.Open(t.Context(), testenv.MySQLURL(t))
+	return openStoreAt(t, testenv.MySQLURL(t))
+}
+
+// openStoreAt opens the database at url until the test ends.
+func openStoreAt(t *testing.T, url string) *store.DB {
+	t.Helper()
+	db, err := store.Open(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
