@@ -210,6 +210,17 @@ type Webhook struct {
 	CreatedAt   time.Time `json:"created_at"`
 }
 
+// WebhookDeadLetter is an event an endpoint never took within the retry
+// period, kept until the admin redelivers it.
+type WebhookDeadLetter struct {
+	EventID string `json:"event_id"`
+	// Event is the body that was sent (the Event as JSON).
+	Event     json.RawMessage `json:"event"`
+	Attempts  int             `json:"attempts"`
+	LastError string          `json:"last_error"`
+	DeadAt    time.Time       `json:"dead_at"`
+}
+
 // Wants reports whether the endpoint is sent events of type t.
 func (w *Webhook) Wants(t EventType) bool {
 	if len(w.Events) == 0 {

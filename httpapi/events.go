@@ -18,6 +18,7 @@ type Events interface {
 	Webhooks(ctx context.Context) ([]flashsale.Webhook, error)
 	DeleteWebhook(ctx context.Context, id int64) error
 	Redeliver(ctx context.Context, id int64) (sent, left int, err error)
+	DeadLetters(ctx context.Context, id int64, limit int) ([]flashsale.WebhookDeadLetter, error)
 }
 
 var _ Events = (*outbox.Service)(nil)
@@ -43,14 +44,10 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	if !s.eventsAdmin(w, r) {
 		return
 	}
-	limit := outbox.DefaultLimit
-	if l := r.URL.Query().Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil {
-			s.fail(w, r, flashsale.Errorf(flashsale.EInvalid, "limit must be a whole number from 1 to %d, got %q", outbox.MaxLimit, l))
-			return
-		}
-		limit = n
+	limit, err := queryLimit(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	events, next, err := s.Events.Events(r.Context(), r.URL.Query().Get("after"), limit)
 	if err != nil {
@@ -58,6 +55,44 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": events, "next": next})
+}
+
+// queryLimit reads the limit query parameter of a page of events (none:
+// outbox.DefaultLimit); its range is checked by the service.
+func queryLimit(r *http.Request) (int, error) {
+	l := r.URL.Query().Get("limit")
+	if l == "" {
+		return outbox.DefaultLimit, nil
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil {
+		return 0, flashsale.Errorf(flashsale.EInvalid, "limit must be a whole number from 1 to %d, got %q", outbox.MaxLimit, l)
+	}
+	return n, nil
+}
+
+// listDeadLetters is GET /api/webhooks/{id}/dead-letters: the events the
+// endpoint never took, oldest first, with what was sent and why it failed.
+func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
+	if !s.eventsAdmin(w, r) {
+		return
+	}
+	id, err := pathID(r, "id")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit, err := queryLimit(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	dead, err := s.Events.DeadLetters(r.Context(), id, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": dead})
 }
 
 // createWebhookRequest is the body of POST /api/webhooks.

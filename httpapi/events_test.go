@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/store"
 )
 
 type eventPage struct {
@@ -90,6 +91,22 @@ func TestWebhookRegistry(t *testing.T) {
 		t.Fatalf("create for every type: events %#v, want []", all["events"])
 	}
 	path := fmt.Sprintf("/api/webhooks/%d", hook.ID)
+	// Its dead letters, shown with what was sent and why it failed.
+	if err := api.db.AddDeadLetter(t.Context(), store.DeadLetter{WebhookID: hook.ID, EventSequence: 7, Body: []byte(`{"id":"evt_7"}`), Attempts: 3, LastError: "500 Internal Server Error"}); err != nil {
+		t.Fatal(err)
+	}
+	var dead struct {
+		DeadLetters []flashsale.WebhookDeadLetter `json:"dead_letters"`
+	}
+	if res := api.do("GET", path+"/dead-letters", adminToken, "", &dead); res.StatusCode != 200 || len(dead.DeadLetters) != 1 ||
+		dead.DeadLetters[0].EventID != "evt_7" || string(dead.DeadLetters[0].Event) != `{"id":"evt_7"}` || dead.DeadLetters[0].Attempts != 3 {
+		t.Fatalf("dead letters: %d %+v", res.StatusCode, dead)
+	}
+	for p, want := range map[string]int{path + "/dead-letters?limit=0": 400, path + "/dead-letters?limit=x": 400, "/api/webhooks/12345/dead-letters": 404} {
+		if res := api.do("GET", p, adminToken, "", nil); res.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", p, res.StatusCode, want)
+		}
+	}
 	if res := api.do("DELETE", path, adminToken, "", nil); res.StatusCode != 204 {
 		t.Fatalf("delete: %d", res.StatusCode)
 	}

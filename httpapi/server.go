@@ -119,6 +119,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/webhooks", s.listWebhooks},
 		{"DELETE", "/api/webhooks/{id}", s.deleteWebhook},
 		{"POST", "/api/webhooks/{id}/redeliver", s.redeliverWebhook},
+		{"GET", "/api/webhooks/{id}/dead-letters", s.listDeadLetters},
 	}
 }
 

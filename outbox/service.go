@@ -98,6 +98,26 @@ func (s *Service) DeleteWebhook(ctx context.Context, id int64) error {
 	return s.DB.DeleteWebhook(ctx, id)
 }
 
+// DeadLetters returns up to limit (1 to MaxLimit) of the endpoint's
+// dead letters, oldest event first; ENotFound for no such endpoint.
+func (s *Service) DeadLetters(ctx context.Context, id int64, limit int) ([]flashsale.WebhookDeadLetter, error) {
+	if limit < 1 || limit > MaxLimit {
+		return nil, flashsale.Errorf(flashsale.EInvalid, "limit must be from 1 to %d, got %d", MaxLimit, limit)
+	}
+	if _, err := s.DB.FindWebhook(ctx, id); err != nil {
+		return nil, err
+	}
+	dead, err := s.DB.DeadLetters(ctx, id, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]flashsale.WebhookDeadLetter, len(dead))
+	for i, d := range dead {
+		out[i] = flashsale.WebhookDeadLetter{EventID: flashsale.EventID(d.EventSequence), Event: d.Body, Attempts: d.Attempts, LastError: d.LastError, DeadAt: d.DeadAt}
+	}
+	return out, nil
+}
+
 // Redeliver sends the endpoint's dead letters again, oldest first, signed
 // anew, and deletes each that it took; it returns how many went and how
 // many are left.

@@ -2,11 +2,13 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -169,6 +171,11 @@ func TestWebhookGoneAndDeadLetters(t *testing.T) {
 	if gone.posts.Load() != 1 {
 		t.Errorf("the gone endpoint got %d posts, want 1", gone.posts.Load())
 	}
+	letters, err := svc.DeadLetters(t.Context(), deadID, outbox.MaxLimit)
+	if err != nil || len(letters) != 21 || letters[0].Attempts < 1 || letters[0].LastError == "" || !json.Valid(letters[0].Event) ||
+		!strings.Contains(string(letters[0].Event), `"id":"`+letters[0].EventID+`"`) {
+		t.Fatalf("DeadLetters = %d letters, first %+v, %v; want 21 with what was sent and why it failed", len(letters), letters[0], err)
+	}
 	broken.Store(false)
 	sent, left, err := svc.Redeliver(t.Context(), deadID)
 	if err != nil || sent != 21 || left != 0 {
@@ -176,6 +183,12 @@ func TestWebhookGoneAndDeadLetters(t *testing.T) {
 	}
 	if r := dead.audit.Report(); r.Received != 21 || len(r.OutOfOrder) != 0 {
 		t.Fatalf("after redelivery: %+v", r)
+	}
+	if letters, err := svc.DeadLetters(t.Context(), deadID, 10); err != nil || len(letters) != 0 {
+		t.Fatalf("DeadLetters after redelivery = %+v, %v; want none", letters, err)
+	}
+	if _, err := svc.DeadLetters(t.Context(), 12345, 10); flashsale.ErrorCode(err) != flashsale.ENotFound {
+		t.Fatalf("DeadLetters of no endpoint: %v; want not_found", err)
 	}
 	if _, _, err := svc.Redeliver(t.Context(), 12345); flashsale.ErrorCode(err) != flashsale.ENotFound {
 		t.Errorf("Redeliver of no webhook = %v, want not found", err)
