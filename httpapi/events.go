@@ -71,15 +71,25 @@ func queryLimit(r *http.Request) (int, error) {
 	return n, nil
 }
 
-// listDeadLetters is GET /api/webhooks/{id}/dead-letters: the events the
-// endpoint never took, oldest first, with what was sent and why it failed.
-func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
+// webhookID checks the admin token and reads the endpoint's id from the
+// path; false when it answered the request with the error.
+func (s *Server) webhookID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	if !s.eventsAdmin(w, r) {
-		return
+		return 0, false
 	}
 	id, err := pathID(r, "id")
 	if err != nil {
 		s.fail(w, r, err)
+		return 0, false
+	}
+	return id, true
+}
+
+// listDeadLetters is GET /api/webhooks/{id}/dead-letters: the events the
+// endpoint never took, oldest first, with what was sent and why it failed.
+func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.webhookID(w, r)
+	if !ok {
 		return
 	}
 	limit, err := queryLimit(r)
@@ -134,14 +144,11 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
 
 // deleteWebhook is DELETE /api/webhooks/{id}.
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
-	if !s.eventsAdmin(w, r) {
+	id, ok := s.webhookID(w, r)
+	if !ok {
 		return
 	}
-	id, err := pathID(r, "id")
-	if err == nil {
-		err = s.Events.DeleteWebhook(r.Context(), id)
-	}
-	if err != nil {
+	if err := s.Events.DeleteWebhook(r.Context(), id); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -151,12 +158,8 @@ func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 // redeliverWebhook is POST /api/webhooks/{id}/redeliver: the endpoint's
 // dead letters sent again.
 func (s *Server) redeliverWebhook(w http.ResponseWriter, r *http.Request) {
-	if !s.eventsAdmin(w, r) {
-		return
-	}
-	id, err := pathID(r, "id")
-	if err != nil {
-		s.fail(w, r, err)
+	id, ok := s.webhookID(w, r)
+	if !ok {
 		return
 	}
 	sent, left, err := s.Events.Redeliver(r.Context(), id)
