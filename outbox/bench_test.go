@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -90,13 +91,28 @@ func BenchmarkRelayToJetStream(b *testing.B) {
 
 // BenchmarkCommitToJetStream runs a sale beside one relay: batches of 100
 // orders persisted (as the async consumer does) for three seconds, the
-// stream consumed as it fills; it reports the p50 and p99 from an event's
-// commit to its arrival at the consumer, in ms.
+// stream consumed as it fills. It reports the p50 and p99, in ms, from an
+// event's time (taken as its row is inserted, before the commit) to
+// JetStream's acknowledgement of its publish (the relay's Delivered hook:
+// "p50-ms", "p99-ms"), and to its arrival at a consumer of the stream
+// ("consumer-p50-ms", "consumer-p99-ms": nats.go's ordered consumer,
+// which in about one run in four here stops receiving for about ten
+// seconds at this rate while the relay's acknowledged publishes show no
+// stall: the consumer's figure, not the relay's).
 func BenchmarkCommitToJetStream(b *testing.B) {
 	db, sink, audit := natsRig(b, testenv.MySQLURL(b))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go (&outbox.Relay{DB: db, Sinks: []outbox.Sink{sink}, Owner: "bench"}).Run(ctx)
+	var mu sync.Mutex
+	var acked []time.Duration
+	go (&outbox.Relay{DB: db, Sinks: []outbox.Sink{sink}, Owner: "bench", Delivered: func(_ string, es []store.OutboxEvent) {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range es {
+			acked = append(acked, now.Sub(e.OccurredAt))
+		}
+	}}).Run(ctx)
 	next := int64(0)
 	for i := 0; i < b.N; i++ {
 		v := &flashsale.Voucher{ID: int64(i + 1), Title: "v", Stock: flashsale.MaxStock, BeginTime: time.Now().Add(-time.Hour), EndTime: time.Now().Add(time.Hour)}
@@ -118,8 +134,15 @@ func BenchmarkCommitToJetStream(b *testing.B) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	r := audit.Report()
-	b.ReportMetric(float64(r.P50.Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(r.P99.Microseconds())/1000, "p99-ms")
+	mu.Lock()
+	slices.Sort(acked)
+	if len(acked) > 0 {
+		b.ReportMetric(float64(acked[len(acked)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(acked[len(acked)*99/100].Microseconds())/1000, "p99-ms")
+	}
+	mu.Unlock()
+	b.ReportMetric(float64(r.P50.Microseconds())/1000, "consumer-p50-ms")
+	b.ReportMetric(float64(r.P99.Microseconds())/1000, "consumer-p99-ms")
 	b.ReportMetric(float64(r.Received)/b.Elapsed().Seconds(), "events/s")
 }
 
