@@ -95,10 +95,10 @@ func BenchmarkRelayToJetStream(b *testing.B) {
 // event's time (taken as its row is inserted, before the commit) to
 // JetStream's acknowledgement of its publish (the relay's Delivered hook:
 // "p50-ms", "p99-ms"), and to its arrival at a consumer of the stream
-// ("consumer-p50-ms", "consumer-p99-ms": nats.go's ordered consumer,
-// which in about one run in four here stops receiving for about ten
-// seconds at this rate while the relay's acknowledged publishes show no
-// stall: the consumer's figure, not the relay's).
+// ("consumer-p50-ms", "consumer-p99-ms": an ordered consumer with
+// eventbench.ConsumeOpts; with nats.go's defaults it stopped receiving
+// for about ten seconds in one run in four, while the relay's
+// acknowledged publishes showed no stall).
 func BenchmarkCommitToJetStream(b *testing.B) {
 	db, sink, audit := natsRig(b, testenv.MySQLURL(b))
 	ctx, cancel := context.WithCancel(context.Background())

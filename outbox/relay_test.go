@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/eventbench"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/outbox"
 	"github.com/flashsale/flashsale/store"
@@ -158,6 +159,7 @@ func sellAndSettle(t *testing.T, db *store.DB, orders, afterBatch int, mid func(
 
 // consume audits every message of the stream, from the first.
 func consume(t testing.TB, nc *nats.Conn, stream string) *outbox.Audit {
+	consumeOpts := eventbench.ConsumeOpts
 	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -172,7 +174,7 @@ func consume(t testing.TB, nc *nats.Conn, stream string) *outbox.Audit {
 		if err := audit.Receive(m.Data(), time.Now()); err != nil {
 			t.Error(err)
 		}
-	})
+	}, consumeOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
