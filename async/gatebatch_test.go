@@ -173,7 +173,10 @@ func TestGateRepliesOfAnotherShapeAreErrors(t *testing.T) {
 		"return {0, 5, 0, 5, 0, 0, 0, 0, '1-1', {9}}",  // an unknown refusal
 		"return {0, 5, 0, 5, 0, 0, 0, 0, '1-1', 'e'}",  // an entry where a code goes
 		"return {0, 5, 0, 5, 0, 0, 0, 0, '', {7, 1}}",  // a keyed refusal without its entry
-		"return {'x'}", // no code
+		"return {'x'}",     // no code
+		"return {2}",       // not started, without its wait
+		"return {2, 1, 2}", // not started, with more than its wait
+		"return {2, 'x'}",  // a wait that is not a number
 	} {
 		res, err := e.Do(e.Client.B().Eval().Script(lua).Numkeys(0).Build()).ToArray()
 		if err != nil {

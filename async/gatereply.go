@@ -65,7 +65,7 @@ func parseGateReplies(res []rueidis.RedisMessage, units []int64) ([]gateReply, e
 		for i := range out {
 			out[i] = one
 		}
-		return out, err
+		return out, nil
 	}
 	const headLen = 9
 	if len(res) != headLen+len(units) {

@@ -49,7 +49,7 @@ func AuditState(ctx context.Context, client rueidis.Client, prefix string, vouch
 }
 
 // readState is ReadState, counting Held as held says.
-func readState(ctx context.Context, client rueidis.Client, prefix string, voucherID int64, held layout.Held) (State, error) {
+func readState(ctx context.Context, client rueidis.Client, prefix string, voucherID int64, held layout.HeldMode) (State, error) {
 	keys := layout.New(prefix)
 	shards, err := layout.ShardCount(ctx, client, keys, voucherID)
 	if err != nil {

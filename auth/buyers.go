@@ -72,12 +72,19 @@ func (a *Authenticator) Buyer(ctx context.Context, issuer, subject string) (int6
 // the issuer and subject of its tokens, read from the store (ENotFound
 // for an id never given); for any other id, an HS256 token's buyer, an
 // empty issuer and the id itself as the subject. Events and orders carry
-// buyer ids; this maps them back.
+// buyer ids; this maps them back. Without a provider every id reads as
+// an HS256 buyer's: a server that no longer trusts a provider does not
+// read its buyers' subjects.
 func (a *Authenticator) Subject(ctx context.Context, id int64) (issuer, subject string, err error) {
 	if a.oidc == nil || id < BuyerBase {
 		return "", strconv.FormatInt(id, 10), nil
 	}
-	return a.oidc.buyers.new.store.BuyerSubject(ctx, id-BuyerBase)
+	return a.oidc.buyers.subject(ctx, id-BuyerBase)
+}
+
+// subject returns the pair the store numbered n.
+func (b *buyers) subject(ctx context.Context, n int64) (issuer, subject string, err error) {
+	return b.new.store.BuyerSubject(ctx, n)
 }
 
 // Errors of Buyer.

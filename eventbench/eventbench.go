@@ -91,7 +91,7 @@ func (w *Watch) Start(ctx context.Context, target, admin string) error {
 // here, and with a 1 s heartbeat for about 2 s in three runs in eight;
 // pulling 5,000 at a time with a 1 s heartbeat, none in eight
 // (docs/benchmarks.md, "The relay to JetStream, again").
-var ConsumeOpts = []jetstream.PullConsumeOpt{jetstream.PullMaxMessages(5000), jetstream.PullExpiry(2 * time.Second)}
+var ConsumeOpts = []jetstream.PullConsumeOpt{jetstream.PullMaxMessages(5000), jetstream.PullExpiry(2 * time.Second), jetstream.PullHeartbeat(time.Second)}
 
 // receive audits one delivery, unless it is of an earlier run (a new
 // NATS sink starts with every event the outbox keeps).

@@ -137,6 +137,10 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		OrderID string `json:"order_id"`
 	}
 	api.do("POST", "/api/vouchers/"+vid+"/orders", api.userToken(5), "", &placed)
+	var hook struct {
+		ID string `json:"id"`
+	}
+	api.do("POST", "/api/webhooks", adminToken, `{"url": "http://127.0.0.1:9/h"}`, &hook)
 	now := time.Now()
 	tests := []struct {
 		method, path, token, body string
@@ -158,6 +162,11 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{"POST", "/api/vouchers/" + vid + "/orders", "", "", 401},
 		{"GET", "/api/orders/" + placed.OrderID, api.userToken(5), "", 200},
 		{"GET", "/api/orders/007", api.userToken(5), "", 400},
+		{"GET", "/api/buyers/5", adminToken, "", 200},
+		{"GET", "/api/buyers/x", adminToken, "", 400},
+		{"GET", "/api/buyers/5", api.userToken(5), "", 403},
+		{"GET", "/api/webhooks/" + hook.ID + "/dead-letters", adminToken, "", 200},
+		{"GET", "/api/webhooks/42/dead-letters", adminToken, "", 404},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

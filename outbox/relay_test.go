@@ -99,8 +99,8 @@ func (p *relayProcs) start() string {
 	return spec.Owner
 }
 
-// stopAll stops every process (SIGTERM) when the test ends.
-func (p *relayProcs) stopAll() {
+// stopAtEnd has every process stopped (SIGTERM) when the test ends.
+func (p *relayProcs) stopAtEnd() {
 	p.t.Cleanup(func() {
 		for owner := range p.procs {
 			p.kill(owner, syscall.SIGTERM)
@@ -159,7 +159,6 @@ func sellAndSettle(t *testing.T, db *store.DB, orders, afterBatch int, mid func(
 
 // consume audits every message of the stream, from the first.
 func consume(t testing.TB, nc *nats.Conn, stream string) *outbox.Audit {
-	consumeOpts := eventbench.ConsumeOpts
 	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -174,7 +173,7 @@ func consume(t testing.TB, nc *nats.Conn, stream string) *outbox.Audit {
 		if err := audit.Receive(m.Data(), time.Now()); err != nil {
 			t.Error(err)
 		}
-	}, consumeOpts...)
+	}, eventbench.ConsumeOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +237,7 @@ func TestRelayProcessesSIGKILLedMidBatch(t *testing.T) {
 	for range 3 {
 		procs.start()
 	}
-	procs.stopAll()
+	procs.stopAtEnd()
 	killed := 0
 	sellAndSettle(t, db, 3000, 14, func() {
 		// Kill whoever relays now, while events flow.

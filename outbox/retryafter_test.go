@@ -7,7 +7,8 @@ import (
 )
 
 // TestRetryAfter reads both forms of Retry-After (RFC 9110): seconds and
-// an HTTP-date, and refuses the rest; Backoff waits at least as long.
+// an HTTP-date, at most an hour, and refuses the rest; Backoff waits at
+// least as long.
 func TestRetryAfter(t *testing.T) {
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -17,7 +18,9 @@ func TestRetryAfter(t *testing.T) {
 	}{
 		{"120", 120 * time.Second, true},
 		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
-		{now.Add(2 * time.Hour).Format(time.RFC850), 2 * time.Hour, true},
+		{now.Add(50 * time.Minute).Format(time.RFC850), 50 * time.Minute, true},
+		{now.AddDate(1, 0, 0).Format(http.TimeFormat), time.Hour, true}, // at most an hour
+		{"99999999999999", time.Hour, true},
 		{"", 0, false},
 		{"0", 0, false},
 		{"-5", 0, false},

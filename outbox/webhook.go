@@ -153,22 +153,22 @@ func (s *Webhook) post(ctx context.Context, id string, body []byte) error {
 }
 
 // retryAfter reads a Retry-After header at now, in either form RFC 9110
-// allows: delay-seconds or an HTTP-date; false when absent, malformed or
-// not in the future.
+// allows: delay-seconds or an HTTP-date, at most maxRetryAfter; false
+// when absent, malformed or not in the future.
 func retryAfter(h string, now time.Time) (time.Duration, bool) {
-	if h == "" {
-		return 0, false
+	var d time.Duration
+	if secs, err := strconv.ParseInt(h, 10, 64); err == nil {
+		d = time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
+	} else if at, err := http.ParseTime(h); err == nil {
+		d = at.Sub(now)
 	}
-	if secs, err := strconv.Atoi(h); err == nil {
-		return time.Duration(secs) * time.Second, secs > 0
-	}
-	at, err := http.ParseTime(h)
-	if err != nil {
-		return 0, false
-	}
-	d := at.Sub(now)
-	return d, d > 0
+	return min(d, maxRetryAfter), d > 0
 }
+
+// maxRetryAfter bounds what an endpoint's Retry-After holds its queue
+// for: the backoff's own ceiling, so that a date years ahead (or a typo)
+// still has the event tried, and dead-lettered after the retry period.
+const maxRetryAfter = time.Hour
 
 // Backoff implements backoffer: doubling from a second to an hour, with
 // jitter, and at least what Retry-After asked.

@@ -120,7 +120,7 @@ func TestWebhookFailingThenOK(t *testing.T) {
 	procs := &relayProcs{t: t, spec: relaySpec{DB: url, Webhooks: true}, procs: map[string]*exec.Cmd{}}
 	procs.start()
 	procs.start()
-	procs.stopAll()
+	procs.stopAtEnd()
 	sellAndSettle(t, db, 300, -1, func() {})
 	waitDelivered(t, db, healthy.audit, 30*time.Second)
 	if time.Since(start) < webhookOutage/2 && failing.audit.Report().Received > 0 {

@@ -41,24 +41,28 @@ type Snapshot struct {
 	Stock, InitialStock, Held, Orders int
 }
 
-// Held says whether ReadSnapshots counts the units every buyer holds.
-type Held bool
+// HeldMode says whether ReadSnapshots counts the units every buyer holds.
+type HeldMode bool
 
 const (
 	// QuickHeld reads in O(1): Held is the buyers (HLEN) with a limit of
 	// 1, and -1 above it. For everything periodic or per request.
-	QuickHeld Held = false
+	QuickHeld HeldMode = false
 	// CountHeld sums every buyer's units above a limit of 1: O(buyers),
 	// for audits.
-	CountHeld Held = true
+	CountHeld HeldMode = true
 )
 
-// ReadSnapshots reads the snapshot of each set of keys, in one round trip.
-func ReadSnapshots(ctx context.Context, client rueidis.Client, vks []VoucherKeys, held Held) ([]Snapshot, error) {
-	args := []string{"quick"}
-	if held == CountHeld {
-		args = []string{"count"}
+func (m HeldMode) String() string {
+	if m == CountHeld {
+		return "count"
 	}
+	return "quick"
+}
+
+// ReadSnapshots reads the snapshot of each set of keys, in one round trip.
+func ReadSnapshots(ctx context.Context, client rueidis.Client, vks []VoucherKeys, held HeldMode) ([]Snapshot, error) {
+	args := []string{held.String()}
 	execs := make([]rueidis.LuaExec, len(vks))
 	for i, vk := range vks {
 		execs[i] = rueidis.LuaExec{Keys: []string{vk.Meta, vk.Buyers}, Args: args}
@@ -83,7 +87,7 @@ func ReadSnapshots(ctx context.Context, client rueidis.Client, vks []VoucherKeys
 // journals (moving between two shards), and their buyers (Held -1 if a
 // shard's was not counted). A sharded voucher is loaded only if every
 // shard is.
-func ReadSnapshot(ctx context.Context, client rueidis.Client, k Keyspace, voucherID int64, shards int, held Held) (Snapshot, error) {
+func ReadSnapshot(ctx context.Context, client rueidis.Client, k Keyspace, voucherID int64, shards int, held HeldMode) (Snapshot, error) {
 	vks := k.Shards(voucherID, shards)
 	var st []ShardState
 	if len(vks) > 1 {
