@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/routers/legacy"
+
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/httpapi"
 )
@@ -129,6 +131,18 @@ func TestWrongAdminGuessesThrottled(t *testing.T) {
 	}
 	if code := guess("198.51.100.7", adminToken); code != http.StatusTooManyRequests {
 		t.Fatalf("the admin token from the blocked address: %d, want 429", code)
+	}
+	// The refusal is the 429 the OpenAPI document gives every admin route.
+	router, err := legacy.NewRouter(loadOpenAPI(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/denylist", "/api/buyers/5", "/api/events"} {
+		res, body := api.send("GET", path, http.Header{"Authorization": {"Bearer " + adminToken}, "X-Forwarded-For": {"198.51.100.7"}}, nil)
+		if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+			t.Fatalf("GET %s from the blocked address: %d, Retry-After %q; want 429 with it", path, res.StatusCode, res.Header.Get("Retry-After"))
+		}
+		validateResponse(t, router, res, body)
 	}
 	if code := guess("198.51.100.9", adminToken); code != http.StatusOK {
 		t.Fatalf("the admin token from another address: %d, want 200", code)
