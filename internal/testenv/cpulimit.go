@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,7 +16,8 @@ const cpuCgroup = "/sys/fs/cgroup/cpu"
 
 // LimitCPU caps the CPU time of process pid (all its threads) to share of
 // one core, in a cgroup of its own with a 10 ms period (so a throttled
-// process stalls for at most 10 ms at a time), until the test ends. It
+// process stalls for at most 10 ms at a time; below a tenth of a core,
+// a period of 1 ms ÷ share), until the test ends. It
 // makes a server the bottleneck on purpose: a benchmark of overload on a
 // machine whose cores the load generator shares. It needs root and the
 // cgroup v1 cpu controller; without them it fails the test.
@@ -43,14 +45,16 @@ func LimitCPU(tb testing.TB, pid int, share float64) {
 		}
 		_ = os.Remove(dir)
 	})
-	const period = 10_000 // µs
+	// The kernel's least quota is 1 ms: below a tenth of a core the period
+	// grows instead, and so do the stalls.
+	period := max(10_000, int(math.Ceil(1_000/share))) // µs
 	write := func(name, value string) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0o644); err != nil {
 			tb.Fatalf("LimitCPU: %s: %v", name, err)
 		}
 	}
 	write("cpu.cfs_period_us", strconv.Itoa(period))
-	write("cpu.cfs_quota_us", strconv.Itoa(int(share*period)))
+	write("cpu.cfs_quota_us", strconv.Itoa(int(math.Round(share*float64(period)))))
 	write("cpu.shares", "16384")
 	write("cgroup.procs", strconv.Itoa(pid)) // moves every thread of pid
 }
