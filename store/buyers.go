@@ -39,9 +39,10 @@ const MaxBuyerBatch = 256
 // BuyerNumbers is BuyerNumber for many subjects of one issuer at once
 // (auth.BuyerStore): their numbers in the order given, each durable
 // before it is returned, at most MaxBuyerBatch. One round trip for the
-// lot on SQLite and for one subject on MySQL; two for several on MySQL
-// (one upsert of every pair, one read of their numbers). A lost lock race
-// is tried again, twice.
+// lot on SQLite and MariaDB (from 10.5: the upsert RETURNING the numbers)
+// and for one subject on MySQL; two for several on MySQL (one upsert of
+// every pair, one read of their numbers). A lost lock race is tried
+// again, twice.
 func (db *DB) BuyerNumbers(ctx context.Context, issuer string, subjects []string) ([]int64, error) {
 	if len(subjects) > MaxBuyerBatch {
 		return nil, fmt.Errorf("store: number %d buyers at once; at most %d", len(subjects), MaxBuyerBatch)
@@ -109,6 +110,11 @@ func (db *DB) numberBuyers(ctx context.Context, issuer string, subjects []string
 		}
 		id, err := res.LastInsertId()
 		return map[string]int64{subjects[0]: id}, err
+	}
+	if db.returning {
+		// MariaDB returns every row, those it found too (their no-op
+		// update waits for a row another process's upsert holds).
+		return scanBuyers(db.w.QueryContext(ctx, q+" ON DUPLICATE KEY UPDATE id = id RETURNING subject, id", args...))
 	}
 	if _, err := db.w.ExecContext(ctx, q+" ON DUPLICATE KEY UPDATE id = id", args...); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package store
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -54,14 +55,36 @@ func TestBuyerNumber(t *testing.T) {
 // ones, in the order asked, a repeated subject once; two processes'
 // overlapping batches, concurrent, agree on every number, and BuyerNumber
 // agrees with them; no two subjects share one.
+//
+// On MariaDB a batch is one upsert RETURNING its numbers; "mysql/two
+// statements" runs the same on the path of a MySQL server, which has no
+// RETURNING: the upsert, then a locking read.
 func TestBuyerNumbers(t *testing.T) {
+	type variant struct {
+		name      string
+		url       func(testing.TB) string
+		returning bool
+	}
+	var variants []variant
 	for _, d := range dialects {
+		variants = append(variants, variant{d.name, d.url, true})
+		if d.name == MySQL {
+			variants = append(variants, variant{d.name + "/two statements", d.url, false})
+		}
+	}
+	for _, d := range variants {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			url := d.url(t)
 			dbs := []*DB{openDB(t, url)}
-			if d.name == MySQL { // a SQLite file belongs to one process
+			if strings.HasPrefix(d.name, MySQL) { // a SQLite file belongs to one process
 				dbs = append(dbs, openDB(t, url))
+			}
+			for _, db := range dbs {
+				if !db.returning {
+					t.Fatalf("%s: the server takes no INSERT … RETURNING; these tests run on MariaDB ≥ 10.5", d.name)
+				}
+				db.returning = d.returning
 			}
 			const iss = "https://id.example.com"
 			known, err := dbs[0].BuyerNumber(t.Context(), iss, "known")
@@ -118,5 +141,21 @@ func checkBuyerNumbers(t *testing.T, db *DB, iss string, subjects [][]string, go
 	}
 	if _, err := db.BuyerNumbers(t.Context(), iss, make([]string, MaxBuyerBatch+1)); err == nil {
 		t.Fatalf("BuyerNumbers of %d subjects: no error; want one", MaxBuyerBatch+1)
+	}
+}
+
+func TestMariaDBReturning(t *testing.T) {
+	for v, want := range map[string]bool{
+		"10.11.19-MariaDB-0+deb12u1": true,
+		"10.5.0-MariaDB":             true,
+		"11.4.2-MariaDB-log":         true,
+		"10.4.34-MariaDB":            false,
+		"8.0.36":                     false,
+		"8.4.0-MySQL":                false,
+		"MariaDB":                    false,
+	} {
+		if got := mariaDBReturning(v); got != want {
+			t.Errorf("mariaDBReturning(%q) = %v, want %v", v, got, want)
+		}
 	}
 }

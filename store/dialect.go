@@ -1,11 +1,13 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -211,4 +213,30 @@ func forUpdate(dialect string) string {
 		return " FOR UPDATE"
 	}
 	return ""
+}
+
+// insertReturning reports whether the server takes INSERT … RETURNING:
+// SQLite does, and MariaDB from 10.5 (its VERSION() names it); MySQL does
+// not.
+func insertReturning(ctx context.Context, db *sql.DB, dialect string) (bool, error) {
+	if dialect != MySQL {
+		return true, nil
+	}
+	var v string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return false, wrap("read the server's version", err)
+	}
+	return mariaDBReturning(v), nil
+}
+
+// mariaDBReturning reports whether VERSION() v is MariaDB's from 10.5.
+func mariaDBReturning(v string) bool {
+	if !strings.Contains(v, "MariaDB") {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 10 || major == 10 && minor >= 5
 }

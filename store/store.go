@@ -55,6 +55,9 @@ type DB struct {
 	reader *sql.DB
 	// noOutbox: transactions write no events (WithoutOutbox).
 	noOutbox bool
+	// returning: the server takes INSERT … RETURNING (SQLite, MariaDB
+	// from 10.5; not MySQL).
+	returning bool
 }
 
 // Tx is a transaction started by DB.Tx. Its Queries methods run inside it.
@@ -102,6 +105,10 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, err
 	}
 	db.Queries = Queries{r: db.writer, w: db.writer}
+	if db.returning, err = insertReturning(ctx, db.writer, c.dialect); err != nil {
+		db.writer.Close()
+		return nil, err
+	}
 	if c.readDSN != "" {
 		reader, err := c.open(ctx, c.readDSN)
 		if err != nil {
