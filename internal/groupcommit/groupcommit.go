@@ -70,7 +70,7 @@ type Config[T Caller] struct {
 	// fewer are queued than Fill asks: fewer, larger batches when each
 	// batch has a fixed cost that small ones pay per call, for at most
 	// Linger more per call. It never delays a call that finds the queue
-	// idle (no batch ran just before).
+	// idle (no batch ran just before, or none was queued as it ended).
 	Linger time.Duration
 	// Fill returns, given the calls queued as a batch ended (at least 1),
 	// how many end the Linger (capped at Max; nil: Max). The calls queued
@@ -118,10 +118,7 @@ func (m *Map[K, T]) Len(key K) int {
 	if !ok {
 		return 0
 	}
-	q := v.(*Queue[T])
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.calls)
+	return v.(*Queue[T]).len()
 }
 
 // Do runs c in the next batch of key's queue, made by open when key has
@@ -192,30 +189,47 @@ func (q *Queue[T]) add(c T) (bool, error) {
 // queue in its Map just before the last worker removed it still gets its
 // batch: its add starts a worker.
 func (q *Queue[T]) work() {
-	for ran := false; ; ran = true {
-		if ran && q.cfg.Linger > 0 {
-			q.linger()
+	for queued := 0; ; {
+		if queued > 0 && q.cfg.Linger > 0 {
+			q.linger(queued)
 		}
 		batch := q.next()
 		if batch == nil {
 			return
 		}
 		q.cfg.Run(batch)
+		// Counted before the batch's callers hear back: a call one of
+		// them makes on hearing finds the queue idle, and goes at once.
+		queued = q.len()
 		for _, c := range batch {
 			close(c.call().done)
+		}
+		if testHookAnswered != nil {
+			testHookAnswered()
 		}
 	}
 }
 
-// linger waits, after a batch, until Fill's count of calls is queued or
-// Linger passed, when some calls but fewer are queued and no other
-// worker lingers. Calls whose ctx ends meanwhile are dropped by next as
-// always.
-func (q *Queue[T]) linger() {
+// testHookAnswered, set by a test, runs in the worker once a batch's
+// callers heard back, before it takes the next.
+var testHookAnswered func()
+
+// len returns how many calls are queued (some may be dropped ones).
+func (q *Queue[T]) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.calls)
+}
+
+// linger waits, after a batch that ended with queued calls queued, until
+// Fill's count of calls is queued or Linger passed, when some calls but
+// fewer are queued and no other worker lingers. Calls whose ctx ends
+// meanwhile are dropped by next as always.
+func (q *Queue[T]) linger(queued int) {
 	q.mu.Lock()
 	n, fill := len(q.calls), q.cfg.Max
-	if n > 0 && q.cfg.Fill != nil {
-		fill = min(q.cfg.Fill(n), fill)
+	if q.cfg.Fill != nil {
+		fill = min(q.cfg.Fill(queued), fill)
 	}
 	if n == 0 || n >= fill || q.filled != nil {
 		q.mu.Unlock()

@@ -379,3 +379,40 @@ func TestLingerEnds(t *testing.T) {
 	}
 	waitGone(t, &m)
 }
+
+// TestLingerSparesTheNextCall: a call made once the call before it is
+// answered, with nothing queued as that batch ended, goes at once, even
+// when it is queued before the worker that ran the batch takes the next:
+// it was not queued during the batch, so no linger holds it (an hour
+// here). The worker used to count the calls queued by then, and lingered.
+func TestLingerSparesTheNextCall(t *testing.T) {
+	var m Map[string, *testCall]
+	r := newRecorder()
+	o := lingering(t, r, time.Hour)
+	next := make(chan chan error, 1)
+	testHookAnswered = func() {
+		testHookAnswered = nil // the next batch's worker goes on
+		_, e := do(context.Background(), &m, o, 1)
+		waitQueued(t, &m, 1)
+		next <- e
+	}
+	t.Cleanup(func() { testHookAnswered = nil })
+	r.release <- struct{}{}
+	r.release <- struct{}{}
+	if _, first := do(context.Background(), &m, o, 0); <-first != nil {
+		t.Fatal("the first call failed")
+	}
+	e := <-next
+	select {
+	case err := <-e:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call made on hearing back waits for a linger")
+	}
+	if got, want := r.got(), [][]int{{0}, {1}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("batches %v, want %v", got, want)
+	}
+	waitGone(t, &m)
+}
