@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -25,10 +26,12 @@ import (
 // measured from the voucher's creation until MySQL holds every order. The
 // cases: K = 1, 3 and 6 on 6 masters; K = 1 and 4 on 4 masters, and K = 1
 // with 16 in flight (batches about as small as K = 4's); K = 1 and 3 on 3
-// masters; and K = 1 and 4 with 256 in flight on 4 masters each held to
-// cappedShare of a core, so that Redis, not this machine's two cores, is
-// the bottleneck. One cluster per count of masters (and cap); a serve
-// process, key prefix and database per case.
+// masters. Then the capped clusters, each master held to a share of a
+// core (cappedShare, or less for more masters) so that Redis, not this
+// machine's two cores, is the bottleneck: K = 1 with 256 in flight against
+// K with 256, and with 256·K, as many buyers per shard as K = 1's one
+// queue has, for K = 3, 4 and 6. One cluster per count of masters (and
+// cap); a serve process, key prefix and database per case.
 //
 //   - "redis-µs/order": the CPU of every master (INFO cpu, user + system)
 //     over the sale, divided by the orders; the target for K > 1 is
@@ -38,8 +41,14 @@ import (
 //   - "%time-max": the same of the command time (INFO commandstats usec),
 //     which a server descheduled mid-command inflates on a machine with
 //     fewer cores than masters;
-//   - "orders/script-call": the orders per EVALSHA or EVAL, almost all
-//     gate.lua's: the batches, on which the CPU per order depends;
+//   - "orders/script-call": the orders per EVALSHA or EVAL, the gate's
+//     and the instance's other scripts (the consumer's, background work);
+//   - "orders/gate-call": the orders per XADD, that is per gate call
+//     (each writes one stream entry, and every order here is accepted):
+//     the batches, on which the CPU per order depends;
+//   - "redis-µs/order-net": redis-µs/order less the masters' idle CPU
+//     (redis-ms/s-idle, measured after) over the sale's time, which a
+//     K = 1 sale spreads over fewer orders a second;
 //   - "redis-ms/s-idle", "%cpu-idle-max": the same CPU over idleSpell
 //     after the sale, the instance running but idle (its background work
 //     and the masters' own cron), per second, and the busiest master's share;
@@ -62,7 +71,14 @@ func BenchmarkServeShards(b *testing.B) {
 		{6, 0, []shardCase{{1, 64}, {3, 64}, {6, 64}}},
 		{4, 0, []shardCase{{1, 64}, {4, 64}, {1, 16}, {1, 256}, {4, 256}}},
 		{3, 0, []shardCase{{1, 64}, {3, 64}}},
-		{4, cappedShare, []shardCase{{1, 256}, {4, 256}}},
+		{4, cappedShare, []shardCase{{1, 256}, {4, 256}, {4, 1024}}},
+		// At cappedShare four masters take more than this machine sends
+		// with 1,024 in flight; at 2 % Redis is the bottleneck again.
+		{4, 0.02, []shardCase{{1, 256}, {4, 1024}}},
+		{3, cappedShare, []shardCase{{1, 256}, {3, 256}, {3, 768}}},
+		// Six masters at cappedShare would take more orders than this
+		// machine's serve and load generator send.
+		{6, cappedShare / 2, []shardCase{{1, 256}, {6, 256}, {6, 1536}}},
 	} {
 		name := fmt.Sprintf("masters=%d", tc.masters)
 		if tc.share > 0 {
@@ -115,27 +131,34 @@ func sellThroughServe(b *testing.B, c *testenv.Cluster, sc shardCase, args ...st
 	r := newSaleRig(b, testenv.MySQLURL(b))
 	r.redisURL = c.URL()
 	r.redis, r.prefix = c.PrefixedClient(b)
+	// A connection kept per buyer in flight: with fewer, the rest are
+	// opened and closed per order, and the load generator, not the
+	// server, bounds how many are in flight.
+	r.client = &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: sc.inflight, MaxConnsPerHost: sc.inflight}}
 	args = append([]string{"--strategy", "async", "--public-metrics"}, args...)
 	srv := r.serveWith(append(args, strings.Fields(os.Getenv("FLASHSALE_BENCH_SERVE_ARGS"))...)...)
 	r.createShards(srv.URL, min(2*b.N+64, 100_000_000), sc.shards)
 	masters := c.Masters()
 	before := redisUsage(b, masters)
 	b.ResetTimer()
-	took := r.buyNew(srv.URL, b.N, sc.inflight)
+	latencies := r.buyNew(srv.URL, b.N, sc.inflight)
 	r.waitPersisted(b.N)
 	b.StopTimer()
 	after := redisUsage(b, masters)
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
-	reportUsage(b, "sale", before, after, float64(b.N))
-	slices.Sort(took)
-	b.ReportMetric(ms(took[len(took)/2]), "p50-ms")
-	b.ReportMetric(ms(took[len(took)*99/100]), "p99-ms")
+	took := b.Elapsed()
+	b.ReportMetric(float64(b.N)/took.Seconds(), "orders/s")
+	saleCPU := reportUsage(b, "sale", before, after, float64(b.N))
+	slices.Sort(latencies)
+	b.ReportMetric(ms(latencies[len(latencies)/2]), "p50-ms")
+	b.ReportMetric(ms(latencies[len(latencies)*99/100]), "p99-ms")
 	_, p50, p99 := orderLatency(b, srv.URL)
 	b.ReportMetric(p50*1000, "srv-p50-ms")
 	b.ReportMetric(p99*1000, "srv-p99-ms")
 	if b.N > 1 {
 		time.Sleep(idleSpell)
-		reportUsage(b, "idle", after, redisUsage(b, masters), 0)
+		idle := reportUsage(b, "idle", after, redisUsage(b, masters), 0)
+		net := saleCPU - idle*took.Seconds()/idleSpell.Seconds()
+		b.ReportMetric(net/float64(b.N), "redis-µs/order-net")
 	}
 }
 
@@ -237,9 +260,10 @@ func redisUsage(t testing.TB, masters []*testenv.RedisServer) []masterUsage {
 // reportUsage reports, between two readings, the Redis CPU per order
 // (orders > 0) or per second of idleSpell (orders 0), the busiest master's
 // share of the CPU and of the command time and the orders per script call (EVALSHA and EVAL, mostly the gate),
-// and logs each master's costliest commands.
-func reportUsage(b *testing.B, phase string, before, after []masterUsage, orders float64) {
-	var cpu, cmdTime, cpuMax, timeMax, calls float64
+// and logs each master's costliest commands. It returns the masters' CPU,
+// µs.
+func reportUsage(b *testing.B, phase string, before, after []masterUsage, orders float64) float64 {
+	var cpu, cmdTime, cpuMax, timeMax, calls, entries float64
 	cpus, times := make([]float64, len(after)), make([]float64, len(after))
 	var lines []string
 	for i := range after {
@@ -251,8 +275,11 @@ func reportUsage(b *testing.B, phase string, before, after []masterUsage, orders
 				times[i] += d
 				n := after[i]["calls:"+cmd] - before[i]["calls:"+cmd]
 				top = append(top, fmt.Sprintf("%s %.1f ms/%.0f", cmd, d/1000, n))
-				if cmd == "evalsha" || cmd == "eval" {
+				switch cmd {
+				case "evalsha", "eval":
 					calls += n
+				case "xadd":
+					entries += n
 				}
 			}
 		}
@@ -273,10 +300,12 @@ func reportUsage(b *testing.B, phase string, before, after []masterUsage, orders
 		b.ReportMetric(cpuMax, "%cpu-max")
 		b.ReportMetric(timeMax, "%time-max")
 		b.ReportMetric(orders/max(calls, 1), "orders/script-call")
+		b.ReportMetric(orders/max(entries, 1), "orders/gate-call")
 	}
 	if b.N > 1 { // the run that sizes b.N would crowd out the real one's lines
 		b.Logf("%s, per master (command ms/calls):\n%s", phase, strings.Join(lines, "\n"))
 	}
+	return cpu
 }
 
 // msIn reads the ms back from "<command> <ms> ms/<calls>".
