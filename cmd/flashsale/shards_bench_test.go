@@ -135,6 +135,7 @@ func sellThroughServe(b *testing.B, c *testenv.Cluster, sc shardCase, args ...st
 	// opened and closed per order, and the load generator, not the
 	// server, bounds how many are in flight.
 	r.client = &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: sc.inflight, MaxConnsPerHost: sc.inflight}}
+	b.Cleanup(r.client.CloseIdleConnections)
 	args = append([]string{"--strategy", "async", "--public-metrics"}, args...)
 	srv := r.serveWith(append(args, strings.Fields(os.Getenv("FLASHSALE_BENCH_SERVE_ARGS"))...)...)
 	r.createShards(srv.URL, min(2*b.N+64, 100_000_000), sc.shards)
@@ -259,9 +260,9 @@ func redisUsage(t testing.TB, masters []*testenv.RedisServer) []masterUsage {
 
 // reportUsage reports, between two readings, the Redis CPU per order
 // (orders > 0) or per second of idleSpell (orders 0), the busiest master's
-// share of the CPU and of the command time and the orders per script call (EVALSHA and EVAL, mostly the gate),
-// and logs each master's costliest commands. It returns the masters' CPU,
-// µs.
+// share of the CPU and of the command time, and the orders per script
+// call (EVALSHA and EVAL) and per gate call (XADD), and logs each
+// master's costliest commands. It returns the masters' CPU, µs.
 func reportUsage(b *testing.B, phase string, before, after []masterUsage, orders float64) float64 {
 	var cpu, cmdTime, cpuMax, timeMax, calls, entries float64
 	cpus, times := make([]float64, len(after)), make([]float64, len(after))
