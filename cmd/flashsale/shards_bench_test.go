@@ -47,11 +47,13 @@ import (
 //     (each writes one stream entry, and every order here is accepted):
 //     the batches, on which the CPU per order depends;
 //   - "redis-µs/order-net": redis-µs/order less the masters' idle CPU
-//     (redis-ms/s-idle, measured after) over the sale's time, which a
-//     K = 1 sale spreads over fewer orders a second;
+//     over the sale's time (its rate the mean of idleSpell before the
+//     sale, the voucher loaded, and after), which a K = 1 sale spreads
+//     over fewer orders a second;
 //   - "redis-ms/s-idle", "%cpu-idle-max": the same CPU over idleSpell
-//     after the sale, the instance running but idle (its background work
-//     and the masters' own cron), per second, and the busiest master's share;
+//     after the sale (redis-ms/s-idle-before: before it), the instance
+//     running but idle (its background work and the masters' own cron),
+//     per second, and the busiest master's share;
 //   - "p50-ms", "p99-ms": an order's latency as the buyers saw it (exact,
 //     HTTP included), and "srv-p50-ms", "srv-p99-ms" the serve's own, from
 //     its histogram (interpolated within buckets of 1, 2.5, 5, 10 ms…).
@@ -140,6 +142,12 @@ func sellThroughServe(b *testing.B, c *testenv.Cluster, sc shardCase, args ...st
 	srv := r.serveWith(append(args, strings.Fields(os.Getenv("FLASHSALE_BENCH_SERVE_ARGS"))...)...)
 	r.createShards(srv.URL, min(2*b.N+64, 100_000_000), sc.shards)
 	masters := c.Masters()
+	var idleBefore float64 // µs over idleSpell, the voucher loaded
+	if b.N > 1 {
+		start := redisUsage(b, masters)
+		time.Sleep(idleSpell)
+		idleBefore = cpuBetween(start, redisUsage(b, masters))
+	}
 	before := redisUsage(b, masters)
 	b.ResetTimer()
 	latencies := r.buyNew(srv.URL, b.N, sc.inflight)
@@ -157,7 +165,8 @@ func sellThroughServe(b *testing.B, c *testenv.Cluster, sc shardCase, args ...st
 	b.ReportMetric(p99*1000, "srv-p99-ms")
 	if b.N > 1 {
 		time.Sleep(idleSpell)
-		idle := reportUsage(b, "idle", after, redisUsage(b, masters), 0)
+		b.ReportMetric(idleBefore/1000/idleSpell.Seconds(), "redis-ms/s-idle-before")
+		idle := (idleBefore + reportUsage(b, "idle", after, redisUsage(b, masters), 0)) / 2
 		net := saleCPU - idle*took.Seconds()/idleSpell.Seconds()
 		b.ReportMetric(net/float64(b.N), "redis-µs/order-net")
 	}
@@ -305,6 +314,14 @@ func reportUsage(b *testing.B, phase string, before, after []masterUsage, orders
 	}
 	if b.N > 1 { // the run that sizes b.N would crowd out the real one's lines
 		b.Logf("%s, per master (command ms/calls):\n%s", phase, strings.Join(lines, "\n"))
+	}
+	return cpu
+}
+
+// cpuBetween is the masters' CPU, µs, between two readings.
+func cpuBetween(before, after []masterUsage) (cpu float64) {
+	for i := range after {
+		cpu += after[i][cpuUsec] - before[i][cpuUsec]
 	}
 	return cpu
 }
