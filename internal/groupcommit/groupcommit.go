@@ -222,9 +222,9 @@ func (q *Queue[T]) len() int {
 }
 
 // linger waits, after a batch that ended with queued calls waiting (at
-// least 1), until Fill's count of calls is queued or Linger passed, when some calls but
-// fewer are queued and no other worker lingers. Calls whose ctx ends
-// meanwhile are dropped by next as always.
+// least 1), until Fill's count of calls is queued or Linger passed, when
+// some calls but fewer are queued and no other worker lingers. Calls
+// whose ctx ends meanwhile are dropped by next as always.
 func (q *Queue[T]) linger(queued int) {
 	q.mu.Lock()
 	n, fill := len(q.calls), q.cfg.Max
